@@ -1,0 +1,59 @@
+# Every target sets itself up: a missing .venv is created and requirements.txt installed.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: help book test lint unit nbval build notebooks lab clean distclean
+
+help:
+	@echo "make book       本を _build/html に作る"
+	@echo "make test       リンター・attnlab のテスト・ノートブックの照合・本のビルド"
+	@echo "make notebooks  全ノートブックを実行し直して出力を保存する"
+	@echo "make lab        JupyterLab で notebooks/ を開く"
+	@echo "make clean      生成物を消す（distclean は .venv も消す）"
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+# The first matplotlib import builds the font cache and says so on stderr; do it here so
+# that the message never lands in a notebook output.
+.PHONY: warm
+warm: $(STAMP)
+	@$(BIN)/python -c "import matplotlib.pyplot, matplotlib_fontja"
+
+book: warm
+	$(BIN)/jupyter-book build . --keep-going
+	@echo "本: $(CURDIR)/_build/html/index.html"
+
+test: lint unit nbval build
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests scripts
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests
+
+nbval: warm
+	$(BIN)/python -m pytest --nbval notebooks
+
+build: warm
+	rm -rf _build/html _build/.doctrees
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "本: $(CURDIR)/_build/html/index.html"
+
+notebooks: warm
+	$(BIN)/python scripts/run_notebooks.py
+
+lab: warm
+	$(BIN)/jupyter lab notebooks
+
+clean:
+	rm -rf _build student screenshots .pytest_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

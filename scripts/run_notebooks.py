@@ -1,0 +1,45 @@
+"""Re-execute notebooks in place with nbclient and store their outputs.
+
+Usage: python scripts/run_notebooks.py [NOTEBOOK ...]   (default: every notebooks/*.ipynb)
+
+Each notebook runs top to bottom in a fresh kernel whose working directory is the
+notebook's folder; widget state is stored so that saved widgets can be displayed, and no
+timing metadata is recorded, so two runs of unchanged code write identical files.
+"""
+
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=True,
+        record_timing=False,
+    )
+    client.execute()
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    for path in paths:
+        print(f"実行中: {path.relative_to(ROOT) if path.is_absolute() else path}", flush=True)
+        run(path.resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -38,7 +38,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest tests
 
 nbval: warm
-	$(BIN)/python -m pytest --nbval notebooks
+	$(BIN)/python -m pytest --nbval --nbval-current-env notebooks
 
 build: warm
 	rm -rf _build/html _build/.doctrees

@@ -84,6 +84,19 @@ def test_chapter_ends_with_exercises_and_a_summary(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_cells_inside_a_solution_and_only_those_are_tagged_solution(path):
+    nb = nbformat.read(path, as_version=4)
+    inside = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            inside = (inside or "{solution-start}" in cell.source) and (
+                "{solution-end}" not in cell.source)
+            continue
+        tagged = "solution" in cell.metadata.get("tags", [])
+        assert tagged == inside, cell.source[:80]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_first_code_cell_sets_up_from_attnlab(path):
     nb = nbformat.read(path, as_version=4)
     first = next(c.source for c in nb.cells if c.cell_type == "code")

@@ -40,9 +40,11 @@ unit: $(STAMP)
 nbval: warm
 	$(BIN)/python -m pytest --nbval --nbval-current-env notebooks
 
+# A clean build each time: Sphinx would not repeat the warnings of unchanged pages.
 build: warm
 	rm -rf _build/html _build/.doctrees
 	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python scripts/check_site.py _build/html
 	@echo "本: $(CURDIR)/_build/html/index.html"
 
 notebooks: warm

@@ -21,11 +21,18 @@ JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 
 def toc_pages() -> list[str]:
+    """Every page ``_toc.yml`` lists, root first, at any depth (parts, chapters, sections)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    pages = [toc["root"]]
-    for part in toc.get("parts", []):
-        pages += [chapter["file"] for chapter in part.get("chapters", [])]
-    return pages
+    return [toc["root"], *_files(toc.get("parts", []))]
+
+
+def _files(node) -> list[str]:
+    if isinstance(node, list):
+        return [f for item in node for f in _files(item)]
+    if isinstance(node, dict):
+        own = [node["file"]] if "file" in node else []
+        return own + [f for key, value in node.items() if key != "file" for f in _files(value)]
+    return []
 
 
 def main(site: Path) -> list[str]:

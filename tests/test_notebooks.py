@@ -10,25 +10,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
+
+from scripts.check_site import toc_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXERCISE = re.compile(r"```\{exercise(?:-start)?\}[^\n]*\n:label: (\S+)")
 SOLUTION = re.compile(r"```\{solution(?:-start)?\} (\S+)\n((?::\w+:[^\n]*\n)*)")
-
-
-def _toc_files(node) -> list[str]:
-    files = []
-    if isinstance(node, dict):
-        if "file" in node:
-            files.append(node["file"])
-        for value in node.values():
-            files.extend(_toc_files(value))
-    elif isinstance(node, list):
-        for item in node:
-            files.extend(_toc_files(item))
-    return files
 
 
 def _markdown(nb) -> str:
@@ -40,8 +28,7 @@ def test_there_is_at_least_one_chapter():
 
 
 def test_every_chapter_is_in_the_toc_and_every_toc_page_exists():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    listed = [toc["root"], *_toc_files(toc.get("parts", []))]
+    listed = toc_pages()
     for entry in listed:
         assert (ROOT / f"{entry}.md").exists() or (ROOT / f"{entry}.ipynb").exists(), entry
     for path in NOTEBOOKS:

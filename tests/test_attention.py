@@ -234,3 +234,22 @@ def test_attention_rejects_bad_input_in_japanese(shapes, mask, fragment):
     q, k, v = (rng.normal(size=s) for s in shapes)
     with pytest.raises(ValueError, match=fragment):
         scaled_dot_product_attention(q, k, v, mask=mask)
+
+
+def test_a_bias_is_added_to_the_scaled_scores():
+    rng = np.random.default_rng(7)
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
+    bias = rng.normal(size=(3, 5))
+    _, weights = scaled_dot_product_attention(q, k, v, bias=bias)
+    np.testing.assert_allclose(weights, softmax(q @ k.T / 2.0 + bias))
+
+
+@pytest.mark.parametrize(
+    ("bias", "fragment"),
+    [(np.zeros((4, 5)), r"bias の形 \(4, 5\)"), (np.full((3, 5), np.nan), "bias に NaN"),
+     (np.array([["a"] * 5] * 3), "bias は数値")],
+)
+def test_a_bad_bias_is_rejected_in_japanese(bias, fragment):
+    q, k, v = np.zeros((3, 4)), np.zeros((5, 4)), np.zeros((5, 2))
+    with pytest.raises(ValueError, match=fragment):
+        scaled_dot_product_attention(q, k, v, bias=bias)

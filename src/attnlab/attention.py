@@ -5,20 +5,13 @@ the argument and its value. Shapes use the vocabulary of the package docstring.
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-
-def _as_float_array(x, name: str) -> np.ndarray:
-    """Return ``x`` as a floating array; integers and bools become float64."""
-    x = np.asarray(x)
-    if x.dtype == object or not (
-        np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)
-    ):
-        raise ValueError(f"{name} は数値の配列である必要があります: dtype={x.dtype}")
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
-    return x
+from attnlab._validate import as_float_array as _as_float_array
+from attnlab._validate import finite, positive_int
+from attnlab.positional import RoPE
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -81,11 +74,73 @@ def causal_mask(T: int) -> np.ndarray:
     return np.tril(np.ones((T, T), dtype=bool))
 
 
+def _check_mask(mask, scores_shape: tuple[int, ...], target: str) -> np.ndarray:
+    """``mask`` as a bool array that broadcasts to ``scores_shape`` and leaves every
+    query at least one key; otherwise a Japanese ValueError."""
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise ValueError(
+            "mask は bool 配列（True = 参照してよい）で渡してください: "
+            f"mask.dtype={mask.dtype}（加算型の -inf マスクなら bool に変換してください）"
+        )
+    try:
+        fits = np.broadcast_shapes(mask.shape, scores_shape) == tuple(scores_shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask の形 {mask.shape} はスコアの形 {tuple(scores_shape)} {target} に"
+            "ブロードキャストできません"
+        )
+    empty = ~mask.any(axis=-1)  # (..., Tq): True where a query keeps no key
+    if empty.any():
+        *lead, query = (int(i) for i in np.argwhere(np.atleast_1d(empty))[0])
+        at = f"先頭の軸の番号 {tuple(lead)} の" if lead else ""
+        raise ValueError(
+            f"mask が{at}クエリ位置 {query} のキーをすべて隠しています: "
+            "どのキーも参照できないクエリには重みを配れません"
+        )
+    return mask
+
+
+def _check_bias(bias, scores_shape: tuple[int, ...], target: str) -> np.ndarray:
+    """``bias`` as a finite float array that broadcasts to ``scores_shape``."""
+    bias = finite(_as_float_array(bias, "bias"), "bias")
+    try:
+        fits = np.broadcast_shapes(bias.shape, scores_shape) == tuple(scores_shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"bias の形 {bias.shape} はスコアの形 {tuple(scores_shape)} {target} に"
+            "ブロードキャストできません"
+        )
+    return bias
+
+
+def _scores_to_weights(scores: np.ndarray, mask, bias) -> np.ndarray:
+    """Add ``bias``, hide masked keys and take the softmax over keys, all in place.
+
+    ``scores`` (..., Tq, Tk) is overwritten and returned as the weights; ``mask`` and
+    ``bias`` are already checked. Same arithmetic as :func:`softmax`.
+    """
+    if bias is not None:
+        scores += bias  # float32 scores stay float32
+    if mask is not None:
+        np.copyto(scores, -np.inf, where=~mask)
+    scores -= scores.max(axis=-1, keepdims=True)  # every row keeps a finite maximum
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+    return scores
+
+
 def scaled_dot_product_attention(
     q: np.ndarray,
     k: np.ndarray,
     v: np.ndarray,
     mask: np.ndarray | None = None,
+    *,
+    bias: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``softmax(q kᵀ / √Dh) v``: every query's output is a weighted average of ``v``.
 
@@ -101,6 +156,9 @@ def scaled_dot_product_attention(
         Broadcastable to (..., Tq, Tk); True = the query may attend to that key,
         False = the key is hidden (its score becomes ``-inf`` before the softmax).
         Every query must keep at least one key.
+    bias : np.ndarray, optional
+        Added to the scaled scores before the softmax, broadcastable to (..., Tq, Tk)
+        (ALiBi's distance penalty is such a bias).
 
     Returns
     -------
@@ -122,6 +180,7 @@ def scaled_dot_product_attention(
                 f"{name} は (..., T, 次元) の形の2次元以上の配列である必要があります: "
                 f"{name}.shape={arr.shape}"
             )
+        finite(arr, name)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q と k の最後の次元 (Dh) が一致しません: q.shape={q.shape}, k.shape={k.shape}"
@@ -130,39 +189,21 @@ def scaled_dot_product_attention(
         raise ValueError(
             f"k と v の系列長 (Tk) が一致しません: k.shape={k.shape}, v.shape={v.shape}"
         )
-    d_k = q.shape[-1]
-    scale = math.sqrt(d_k)  # a Python float: float32 scores stay float32
+    scale = math.sqrt(q.shape[-1])  # a Python float: float32 scores stay float32
     try:
-        scores = q @ np.swapaxes(k, -1, -2) / scale  # (..., Tq, Tk)
+        scores = q @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
     except ValueError:
         raise ValueError(
             f"q と k の先頭の軸（バッチ・ヘッド）がブロードキャストできません: "
             f"q.shape={q.shape}, k.shape={k.shape}"
         ) from None
+    scores /= scale
+    target = "(..., Tq, Tk)"
     if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != np.bool_:
-            raise ValueError(
-                "mask は bool 配列（True = 参照してよい）で渡してください: "
-                f"mask.dtype={mask.dtype}（加算型の -inf マスクなら bool に変換してください）"
-            )
-        try:
-            keep = np.broadcast_to(mask, scores.shape)
-        except ValueError:
-            raise ValueError(
-                f"mask の形 {mask.shape} はスコアの形 {scores.shape} (..., Tq, Tk) に"
-                "ブロードキャストできません"
-            ) from None
-        empty = ~keep.any(axis=-1)  # (..., Tq)
-        if empty.any():
-            *lead, query = (int(i) for i in np.argwhere(empty)[0])
-            at = f"先頭の軸の番号 {tuple(lead)} の" if lead else ""
-            raise ValueError(
-                f"mask が{at}クエリ位置 {query} のキーをすべて隠しています: "
-                "どのキーも参照できないクエリには重みを配れません"
-            )
-        scores = np.where(keep, scores, -np.inf)
-    weights = softmax(scores, axis=-1)  # (..., Tq, Tk)
+        mask = _check_mask(mask, scores.shape, target)
+    if bias is not None:
+        bias = _check_bias(bias, scores.shape, target)
+    weights = _scores_to_weights(scores, mask, bias)  # (..., Tq, Tk)
     try:
         out = weights @ v  # (..., Tq, Dv)
     except ValueError:
@@ -171,3 +212,446 @@ def scaled_dot_product_attention(
             f"q.shape={q.shape}, v.shape={v.shape}"
         ) from None
     return out, weights
+
+
+# --- heads -------------------------------------------------------------------------------
+
+def _head_counts(d_model: int, n_heads, n_kv_heads=None) -> tuple[int, int, int]:
+    """Checked ``(n_heads, n_kv_heads, d_head)``; ``n_kv_heads=None`` means ``n_heads``."""
+    n_heads = positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model={d_model} は n_heads={n_heads} で割り切れません: "
+            "各ヘッドの次元 d_head = d_model / n_heads が整数になる必要があります"
+        )
+    n_kv_heads = n_heads if n_kv_heads is None else positive_int(n_kv_heads, "n_kv_heads")
+    if n_heads % n_kv_heads:
+        raise ValueError(
+            f"n_heads={n_heads} は n_kv_heads={n_kv_heads} で割り切れません: "
+            "K/V ヘッド 1 つを同じ数のクエリヘッドで共有するためです"
+        )
+    return n_heads, n_kv_heads, d_model // n_heads
+
+
+def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
+    """Cut the last axis into ``n_heads`` blocks and move the heads in front of T.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Shape (..., T, D); D must be divisible by ``n_heads``.
+    n_heads : int
+
+    Returns
+    -------
+    np.ndarray
+        Shape (..., H, T, D/H); head ``i`` holds columns ``i·Dh:(i+1)·Dh`` of ``x``.
+        A view of ``x`` (no copy).
+
+    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    """
+    x = np.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"x は (..., T, D) の形の 2 次元以上の配列である必要があります: "
+                         f"x.shape={x.shape}")
+    *lead, T, D = x.shape
+    n_heads, _, d_head = _head_counts(D, n_heads)
+    return x.reshape(*lead, T, n_heads, d_head).swapaxes(-2, -3)  # (..., H, T, Dh)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`split_heads`: concatenate the heads along the last axis.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Shape (..., H, T, Dh).
+
+    Returns
+    -------
+    np.ndarray
+        Shape (..., T, H·Dh); columns ``i·Dh:(i+1)·Dh`` are head ``i``.
+
+    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    """
+    x = np.asarray(x)
+    if x.ndim < 3:
+        raise ValueError(f"x は (..., H, T, Dh) の形の 3 次元以上の配列である必要があります: "
+                         f"x.shape={x.shape}")
+    *lead, H, T, d_head = x.shape
+    return x.swapaxes(-2, -3).reshape(*lead, T, H * d_head)  # (..., T, D)
+
+
+class MHAWeights(NamedTuple):
+    """The four projection matrices of one attention layer (no biases, as in the article).
+
+    Attributes
+    ----------
+    w_q : np.ndarray
+        (D, D); columns ``i·Dh:(i+1)·Dh`` are query head ``i``'s W_Q.
+    w_k : np.ndarray
+        (D, Hkv·Dh); columns ``j·Dh:(j+1)·Dh`` are K/V head ``j``'s W_K.
+    w_v : np.ndarray
+        (D, Hkv·Dh); likewise for W_V.
+    w_o : np.ndarray
+        (D, D); rows ``i·Dh:(i+1)·Dh`` take head ``i``'s output.
+
+    Query head ``i`` reads K/V head ``i // (H // Hkv)``.
+
+    Taught in chapter 03 (分割と結合：次元はどう動くのか); Hkv < H in chapter 04.
+    """
+
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray
+
+
+def init_mha(
+    d_model: int,
+    n_heads: int,
+    n_kv_heads: int | None = None,
+    *,
+    rng: np.random.Generator,
+    dtype=np.float64,
+) -> MHAWeights:
+    """Random attention weights, normal with standard deviation ``1/√D``.
+
+    Parameters
+    ----------
+    d_model, n_heads : int
+        D and H; D must be divisible by H.
+    n_kv_heads : int, optional
+        Hkv, dividing H; None means H (plain multi-head attention), 1 is MQA.
+    rng : np.random.Generator
+    dtype : numpy dtype
+        Floating dtype of the weights (float32 for speed).
+
+    Returns
+    -------
+    MHAWeights
+        w_q (D, D), w_k and w_v (D, Hkv·Dh), w_o (D, D).
+
+    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    """
+    d_model = positive_int(d_model, "d_model")
+    n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            f"rng は np.random.default_rng(…) で作った Generator である必要があります: "
+            f"rng={rng!r}"
+        )
+    std = 1.0 / math.sqrt(d_model)
+
+    def draw(cols: int) -> np.ndarray:
+        return (std * rng.standard_normal((d_model, cols))).astype(dtype, copy=False)
+
+    d_kv = n_kv_heads * d_head
+    return MHAWeights(w_q=draw(d_model), w_k=draw(d_kv), w_v=draw(d_kv), w_o=draw(d_model))
+
+
+def _check_weights(weights, d_model: int, n_kv_heads: int, d_head: int) -> MHAWeights:
+    """``weights`` as MHAWeights of float arrays with the shapes the heads imply."""
+    if not isinstance(weights, tuple) or len(weights) != 4:
+        raise ValueError(
+            "weights は MHAWeights(w_q, w_k, w_v, w_o) である必要があります: "
+            f"type={type(weights).__name__}"
+        )
+    weights = MHAWeights(*(finite(_as_float_array(w, n), n)
+                           for w, n in zip(weights, MHAWeights._fields, strict=True)))
+    d_kv = n_kv_heads * d_head
+    expected = {"w_q": (d_model, d_model), "w_k": (d_model, d_kv), "w_v": (d_model, d_kv),
+                "w_o": (d_model, d_model)}
+    for name, shape in expected.items():
+        actual = getattr(weights, name).shape
+        if actual != shape:
+            raise ValueError(
+                f"weights.{name} の形 {actual} が d_model={d_model}, n_kv_heads={n_kv_heads}, "
+                f"d_head={d_head} から決まる形 {shape} と一致しません"
+            )
+    return weights
+
+
+def _prepare(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias):
+    """Check the arguments of multi-head attention once, for both implementations."""
+    x = finite(_as_float_array(x, "x"), "x")
+    if x.ndim < 2:
+        raise ValueError(f"x は (..., T, D) の形の 2 次元以上の配列である必要があります: "
+                         f"x.shape={x.shape}")
+    *lead, T, d_model = x.shape
+    n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
+    weights = _check_weights(weights, d_model, n_kv_heads, d_head)
+    attn_shape = (*lead, n_heads, T, T)
+    target = "(..., H, T, T)"
+    if mask is not None:
+        mask = _check_mask(mask, attn_shape, target)
+    if bias is not None:
+        bias = _check_bias(bias, attn_shape, target)
+    if rope is None:
+        if positions is not None:
+            raise ValueError(
+                "positions は rope を指定したときだけ使われます: rope=None なのに positions が"
+                "渡されました（位置を足し込む方式なら、x に位置の表を足してから渡してください）"
+            )
+    else:
+        if not isinstance(rope, RoPE):
+            raise ValueError(
+                f"rope は attnlab.positional.RoPE(...) か None である必要があります: rope={rope!r}"
+            )
+        if d_head % 2:
+            raise ValueError(
+                f"RoPE は次元を 2 つずつ回転させるので d_head は偶数である必要があります: "
+                f"d_head={d_head} (d_model={d_model}, n_heads={n_heads})"
+            )
+        positions = np.arange(T) if positions is None else np.asarray(positions)
+        if positions.ndim == 0 or positions.shape[-1] != T:
+            raise ValueError(
+                f"positions の長さが系列長 T={T} と一致しません: positions.shape={positions.shape}"
+            )
+        if positions.ndim > 1:
+            positions = positions[..., None, :]  # (..., 1, T): the same for every head
+    return x, weights, (n_heads, n_kv_heads, d_head), mask, positions, bias
+
+
+def multi_head_attention(
+    x: np.ndarray,
+    weights: MHAWeights,
+    n_heads: int,
+    *,
+    n_kv_heads: int | None = None,
+    mask: np.ndarray | None = None,
+    rope: RoPE | None = None,
+    positions=None,
+    bias: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-head (and grouped-query) self-attention, all heads at once.
+
+    Project to q, k, v; split into heads; attend in every head; concatenate; apply W_O.
+    With ``n_kv_heads < n_heads`` each K/V head serves ``H // Hkv`` consecutive query
+    heads (GQA; ``n_kv_heads=1`` is MQA).
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Shape (..., T, D); leading axes (batch) are optional.
+    weights : MHAWeights
+        w_q (D, D), w_k and w_v (D, Hkv·Dh), w_o (D, D).
+    n_heads : int
+        H; D must be divisible by H.
+    n_kv_heads : int, optional
+        Hkv; must divide H. None means H.
+    mask : np.ndarray of bool, optional
+        Broadcastable to (..., H, T, T); True = may attend (e.g. ``causal_mask(T)``).
+    rope : RoPE, optional
+        If given, each head's q and k are rotated after the projection (v is not).
+    positions : array, optional
+        Positions of the tokens for RoPE, shape (T,) or (..., T); default ``0 … T−1``.
+    bias : np.ndarray, optional
+        Added to the scaled scores, broadcastable to (..., H, T, T) (e.g. ALiBi).
+
+    Returns
+    -------
+    out : np.ndarray
+        Shape (..., T, D).
+    attn : np.ndarray
+        Every head's attention weights, shape (..., H, T, T).
+
+    Taught in chapter 03 (分割と結合：次元はどう動くのか); GQA in chapter 04, RoPE in
+    chapter 08.
+    """
+    x, (w_q, w_k, w_v, w_o), heads, mask, positions, bias = _prepare(
+        x, weights, n_heads, n_kv_heads, mask, rope, positions, bias)
+    n_heads, n_kv_heads, d_head = heads
+    *lead, T, D = x.shape
+    group = n_heads // n_kv_heads  # query heads per K/V head
+
+    q = split_heads(x @ w_q, n_heads)  # (..., T, D) -> (..., H, T, Dh)
+    k = split_heads(x @ w_k, n_kv_heads)  # (..., Hkv, T, Dh)
+    v = split_heads(x @ w_v, n_kv_heads)  # (..., Hkv, T, Dh)
+    if rope is not None:
+        q = rope.apply(q, positions)  # (..., H, T, Dh)
+        k = rope.apply(k, positions)  # (..., Hkv, T, Dh)
+
+    # The query heads that share a K/V head are stacked along the time axis, so one
+    # matrix product per K/V head serves the whole group.
+    q = q.reshape(*lead, n_kv_heads, group * T, d_head)  # (..., Hkv, G·T, Dh)
+    scores = q @ k.swapaxes(-1, -2)  # (..., Hkv, G·T, T)
+    scores /= math.sqrt(d_head)
+    attn = _scores_to_weights(scores.reshape(*lead, n_heads, T, T), mask, bias)  # (..., H, T, T)
+    heads_out = attn.reshape(*lead, n_kv_heads, group * T, T) @ v  # (..., Hkv, G·T, Dh)
+    heads_out = heads_out.reshape(*lead, n_heads, T, d_head)  # (..., H, T, Dh)
+    return merge_heads(heads_out) @ w_o, attn  # (..., T, D), (..., H, T, T)
+
+
+def multi_head_attention_loop(
+    x: np.ndarray,
+    weights: MHAWeights,
+    n_heads: int,
+    *,
+    n_kv_heads: int | None = None,
+    mask: np.ndarray | None = None,
+    rope: RoPE | None = None,
+    positions=None,
+    bias: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`multi_head_attention` written as the article's four steps, one head at a time.
+
+    1. project x with head i's column blocks of W_Q (and its K/V head's blocks of W_K,
+       W_V); 2. scaled dot-product attention in that head; 3. concatenate the heads;
+    4. multiply by W_O. Slower, and equal to the batched version; the parameters and
+    the returned shapes are the same.
+
+    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    """
+    x, (w_q, w_k, w_v, w_o), heads, mask, positions, bias = _prepare(
+        x, weights, n_heads, n_kv_heads, mask, rope, positions, bias)
+    n_heads, n_kv_heads, d_head = heads
+    *lead, T, D = x.shape
+    group = n_heads // n_kv_heads
+    if mask is not None:
+        mask = np.broadcast_to(mask, (*lead, n_heads, T, T))
+    if bias is not None:
+        bias = np.broadcast_to(bias, (*lead, n_heads, T, T))
+    if positions is not None:
+        positions = positions[..., 0, :] if positions.ndim > 1 else positions  # (..., T)
+
+    head_outputs, head_weights = [], []
+    for i in range(n_heads):
+        j = i // group  # the K/V head that query head i reads
+        cols = slice(i * d_head, (i + 1) * d_head)
+        kv_cols = slice(j * d_head, (j + 1) * d_head)
+        q_i = x @ w_q[:, cols]  # (..., T, Dh)
+        k_i = x @ w_k[:, kv_cols]  # (..., T, Dh)
+        v_i = x @ w_v[:, kv_cols]  # (..., T, Dh)
+        if rope is not None:
+            q_i, k_i = rope.apply(q_i, positions), rope.apply(k_i, positions)
+        out_i, weights_i = scaled_dot_product_attention(
+            q_i, k_i, v_i,
+            mask=None if mask is None else mask[..., i, :, :],
+            bias=None if bias is None else bias[..., i, :, :],
+        )  # (..., T, Dh), (..., T, T)
+        head_outputs.append(out_i)
+        head_weights.append(weights_i)
+    concat = np.concatenate(head_outputs, axis=-1)  # (..., T, D)
+    return concat @ w_o, np.stack(head_weights, axis=-3)  # (..., T, D), (..., H, T, T)
+
+
+def mean_pool_kv(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeights:
+    """Convert attention weights to fewer K/V heads by mean-pooling each group (GQA).
+
+    As in Ainslie et al. (2023): K/V head ``j`` of the result is the mean of the W_K
+    (and W_V) column blocks of the heads in group ``j``. W_Q and W_O are unchanged.
+
+    Parameters
+    ----------
+    weights : MHAWeights
+        w_k and w_v of shape (D, Hkv_in·Dh), where Hkv_in (usually H) is a multiple of
+        ``n_kv_heads``.
+    n_heads : int
+        H, which fixes Dh = D / H.
+    n_kv_heads : int
+        The number of K/V heads after pooling.
+
+    Returns
+    -------
+    MHAWeights
+        w_k and w_v of shape (D, n_kv_heads·Dh).
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    if not isinstance(weights, tuple) or len(weights) != 4:
+        raise ValueError(
+            "weights は MHAWeights(w_q, w_k, w_v, w_o) である必要があります: "
+            f"type={type(weights).__name__}"
+        )
+    d_model = np.shape(weights[0])[0]
+    n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
+    kv_in = np.shape(weights[1])[-1] // d_head
+    if kv_in % n_kv_heads:
+        raise ValueError(
+            f"元の K/V ヘッド数 {kv_in} は n_kv_heads={n_kv_heads} で割り切れません: "
+            "同じ数のヘッドずつ平均するためです"
+        )
+    _head_counts(d_model, n_heads, kv_in)  # query heads must share the input K/V heads evenly
+    weights = _check_weights(weights, d_model, kv_in, d_head)
+
+    def pool(w: np.ndarray) -> np.ndarray:
+        blocks = w.reshape(d_model, n_kv_heads, kv_in // n_kv_heads, d_head)  # (D, Hkv, g, Dh)
+        return blocks.mean(axis=2).reshape(d_model, n_kv_heads * d_head)  # (D, Hkv·Dh)
+
+    return weights._replace(w_k=pool(weights.w_k), w_v=pool(weights.w_v))
+
+
+# --- costs -------------------------------------------------------------------------------
+
+class MHACost(NamedTuple):
+    """Parameter and FLOP counts of one attention layer (see :func:`mha_cost`)."""
+
+    params: dict[str, int]
+    flops: dict[str, int]
+
+
+def mha_cost(
+    d_model: int, n_heads: int, seq_len: int, n_kv_heads: int | None = None, *, batch: int = 1
+) -> MHACost:
+    """Exact parameters and FLOPs of multi-head attention, stage by stage.
+
+    A multiply-add counts as 2 FLOPs; only the matrix products are counted (the softmax
+    costs a few operations per score, ``H·T²`` scores). The scores and the weighted sum
+    are counted in full even with a causal mask, as a dense implementation computes them.
+
+    Parameters
+    ----------
+    d_model, n_heads, seq_len : int
+        D, H, T.
+    n_kv_heads : int, optional
+        Hkv; None means H.
+    batch : int
+        B; FLOPs scale with it, parameters do not.
+
+    Returns
+    -------
+    MHACost
+        ``params`` with keys w_q, w_k, w_v, w_o, total; ``flops`` with keys q_proj,
+        k_proj, v_proj, scores, weighted_sum, out_proj, total.
+
+    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    """
+    d_model = positive_int(d_model, "d_model")
+    T = positive_int(seq_len, "seq_len")
+    B = positive_int(batch, "batch")
+    n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
+    d_kv = n_kv_heads * d_head
+    params = {"w_q": d_model * d_model, "w_k": d_model * d_kv, "w_v": d_model * d_kv,
+              "w_o": d_model * d_model}
+    params["total"] = sum(params.values())
+    flops = {
+        "q_proj": 2 * B * T * d_model * d_model,
+        "k_proj": 2 * B * T * d_model * d_kv,
+        "v_proj": 2 * B * T * d_model * d_kv,
+        "scores": 2 * B * n_heads * T * T * d_head,
+        "weighted_sum": 2 * B * n_heads * T * T * d_head,
+        "out_proj": 2 * B * T * d_model * d_model,
+    }
+    flops["total"] = sum(flops.values())
+    return MHACost(params=params, flops=flops)
+
+
+def kv_cache_bytes(
+    n_layers: int,
+    n_kv_heads: int,
+    d_head: int,
+    seq_len: int,
+    batch: int = 1,
+    bytes_per_value: int = 2,
+) -> int:
+    """Memory of the K/V cache: ``2 (K and V) · layers · Hkv · Dh · T · B · bytes``.
+
+    ``bytes_per_value=2`` is fp16/bf16.
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    values = [positive_int(v, name) for v, name in (
+        (n_layers, "n_layers"), (n_kv_heads, "n_kv_heads"), (d_head, "d_head"),
+        (seq_len, "seq_len"), (batch, "batch"), (bytes_per_value, "bytes_per_value"))]
+    return 2 * math.prod(values)

@@ -1,0 +1,71 @@
+"""Argument checks shared by the numerics modules.
+
+Each check raises ``ValueError`` with a Japanese message that names the argument and
+its value, so a learner sees what to change rather than a numpy traceback.
+"""
+
+import numpy as np
+
+
+def as_float_array(x, name: str) -> np.ndarray:
+    """Return ``x`` as a floating array; integers and bools become float64."""
+    x = np.asarray(x)
+    if x.dtype == object or not (
+        np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)
+    ):
+        raise ValueError(f"{name} は数値の配列である必要があります: dtype={x.dtype}")
+    if np.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError(f"{name} は実数の配列である必要があります: dtype={x.dtype}")
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    return x
+
+
+def positive_int(value, name: str) -> int:
+    """``value`` as a Python int, or a ValueError if it is not an integer ≥ 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} は 1 以上の整数である必要があります: {name}={value!r}")
+    return int(value)
+
+
+def positive_float(value, name: str) -> float:
+    """``value`` as a Python float, or a ValueError if it is not a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} は正の数である必要があります: {name}={value!r}")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} は正の有限な数である必要があります: {name}={value!r}")
+    return float(value)
+
+
+def choice(value, name: str, allowed: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``allowed``, else a ValueError listing them."""
+    if value not in allowed:
+        options = " / ".join(repr(a) for a in allowed)
+        raise ValueError(f"{name}={value!r} は使えません: {options} のどれかを指定してください")
+    return value
+
+
+def finite(x: np.ndarray, name: str) -> np.ndarray:
+    """``x`` unchanged, or a ValueError if it holds NaN or ±inf."""
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} に NaN か無限大が含まれています")
+    return x
+
+
+def int_positions(positions, name: str = "positions") -> np.ndarray:
+    """Integer positions as an int64 array; floats are accepted only if whole."""
+    p = np.asarray(positions)
+    if p.dtype == np.bool_ or not np.issubdtype(p.dtype, np.number):
+        raise ValueError(f"{name} は整数の配列である必要があります: dtype={p.dtype}")
+    if not np.issubdtype(p.dtype, np.integer):
+        if not np.all(np.isfinite(p)) or not np.all(p == np.round(p)):
+            raise ValueError(f"{name} は整数である必要があります: {name}={_preview(p)}")
+        p = p.astype(np.int64)
+    return p
+
+
+def _preview(a: np.ndarray, n: int = 6) -> str:
+    """A short text of the first values of ``a`` for an error message."""
+    flat = np.ravel(a)
+    head = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in flat[:n].tolist())
+    return f"[{head}{', …' if flat.size > n else ''}]"

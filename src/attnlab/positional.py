@@ -1,0 +1,358 @@
+"""Ways to tell attention where a token is: sinusoidal, learned, RoPE, ALiBi.
+
+Pure numpy. Absolute encodings (sinusoidal, learned) return vectors that are added to
+the token embeddings; RoPE rotates queries and keys inside attention; ALiBi adds a bias
+to the scores. Shapes use the vocabulary of the package docstring.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnlab._validate import (
+    as_float_array,
+    choice,
+    finite,
+    int_positions,
+    positive_float,
+    positive_int,
+)
+
+ROPE_CONVENTIONS = ("interleaved", "half")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
+
+
+def _even(value, name: str) -> int:
+    value = positive_int(value, name)
+    if value % 2:
+        raise ValueError(
+            f"{name}={value} は偶数である必要があります: 次元を 2 つずつ組にして使うためです"
+        )
+    return value
+
+
+# --- sinusoidal --------------------------------------------------------------------------
+
+def sinusoidal_encoding(
+    n_positions: int,
+    d_model: int,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    dtype=np.float64,
+) -> np.ndarray:
+    """The fixed sinusoidal encoding of Vaswani et al. (2017).
+
+    ``PE[pos, 2i] = sin(pos / base^(2i/D))`` and ``PE[pos, 2i+1] = cos(pos / base^(2i/D))``
+    for ``i = 0 … D/2 − 1``: sine at even, cosine at odd dimensions, exactly as in the
+    paper. ``layout="concat"`` returns the same numbers as ``[sin … | cos …]`` (all sines
+    first), a layout found in many implementations; the two differ only by a fixed
+    permutation of the dimensions.
+
+    Parameters
+    ----------
+    n_positions : int
+        Number of positions, T; rows are positions ``0 … T−1``.
+    d_model : int
+        Width D; must be even.
+    base : float
+        The wavelength base (10000 in the paper).
+    layout : {"interleaved", "concat"}
+    dtype : numpy dtype
+        Floating dtype of the result.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (T, D).
+
+    Taught in chapter 06 (正弦波位置エンコーディング).
+    """
+    n_positions = positive_int(n_positions, "n_positions")
+    d_model = _even(d_model, "d_model")
+    base = positive_float(base, "base")
+    choice(layout, "layout", SINUSOIDAL_LAYOUTS)
+    pos = np.arange(n_positions, dtype=np.float64)[:, None]  # (T, 1)
+    i = np.arange(d_model // 2, dtype=np.float64)  # (D/2,)
+    angle = pos / base ** (2 * i / d_model)  # (T, D/2)
+    pe = np.empty((n_positions, d_model))  # (T, D)
+    if layout == "interleaved":
+        pe[:, 0::2] = np.sin(angle)
+        pe[:, 1::2] = np.cos(angle)
+    else:
+        pe[:, : d_model // 2] = np.sin(angle)
+        pe[:, d_model // 2 :] = np.cos(angle)
+    return pe.astype(dtype, copy=False)
+
+
+# --- learned table -------------------------------------------------------------------------
+
+def init_position_table(
+    max_len: int, d_model: int, *, rng: np.random.Generator, std: float = 0.02, dtype=np.float64
+) -> np.ndarray:
+    """A learned absolute position table before training (BERT, GPT-2 style).
+
+    Parameters
+    ----------
+    max_len : int
+        Number of rows: positions ``0 … max_len−1`` exist, no others.
+    d_model : int
+        Width D of each row.
+    rng : np.random.Generator
+        Source of the initial values, normal with standard deviation ``std``.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (max_len, D).
+
+    Taught in chapter 07 (学習可能な位置埋め込み).
+    """
+    max_len = positive_int(max_len, "max_len")
+    d_model = positive_int(d_model, "d_model")
+    std = positive_float(std, "std")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            f"rng は np.random.default_rng(…) で作った Generator である必要があります: "
+            f"rng={rng!r}"
+        )
+    return (std * rng.standard_normal((max_len, d_model))).astype(dtype, copy=False)
+
+
+def lookup_positions(table: np.ndarray, positions) -> np.ndarray:
+    """The rows of a learned position table for integer ``positions``.
+
+    Parameters
+    ----------
+    table : np.ndarray
+        Shape (max_len, D).
+    positions : array of int
+        Any shape (..., T); every value in ``0 … max_len−1``.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (..., T, D). A position outside the table raises ``IndexError``: a table
+        has no row for a position it was never given, and it does not make one up.
+
+    Taught in chapter 07 (学習可能な位置埋め込み).
+    """
+    table = as_float_array(table, "table")
+    if table.ndim != 2:
+        raise ValueError(f"table は (max_len, D) の 2 次元配列である必要があります: "
+                         f"table.shape={table.shape}")
+    p = int_positions(positions)
+    max_len = table.shape[0]
+    outside = (p < 0) | (p >= max_len)
+    if outside.any():
+        bad = int(p[outside].flat[0])
+        raise IndexError(
+            f"位置 {bad} は位置の表の範囲外です: 表には位置 0 〜 {max_len - 1} の "
+            f"{max_len} 行しかありません (table.shape={table.shape})"
+        )
+    return table[p]  # (..., T, D)
+
+
+# --- RoPE ------------------------------------------------------------------------------------
+
+def rope_angles(positions, d_head: int, base: float = 10000.0, scale: float = 1.0) -> np.ndarray:
+    """Rotation angles of RoPE: ``(pos / scale) · θ_i`` with ``θ_i = base^(−2i/Dh)``.
+
+    Parameters
+    ----------
+    positions : array of float
+        Shape (..., T); fractional positions are allowed (interpolation).
+    d_head : int
+        Head width Dh; must be even (dimensions are rotated in pairs).
+    base : float
+        10000 in RoFormer; larger in long-context models (500000 in Llama 3).
+    scale : float
+        Position interpolation: ``scale = s`` divides every position by ``s``.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (..., T, Dh/2), float64; column ``i`` is the angle of pair ``i``.
+
+    Taught in chapter 08 (RoPE); ``scale`` in chapter 09 (位置補間).
+    """
+    d_head = _even(d_head, "d_head")
+    base = positive_float(base, "base")
+    scale = positive_float(scale, "scale")
+    pos = finite(np.asarray(as_float_array(positions, "positions"), dtype=np.float64),
+                 "positions")
+    theta = base ** (-2.0 * np.arange(d_head // 2) / d_head)  # (Dh/2,)
+    return (pos / scale)[..., None] * theta  # (..., T, Dh/2)
+
+
+def apply_rope(
+    x: np.ndarray,
+    positions,
+    base: float = 10000.0,
+    convention: str = "interleaved",
+    scale: float = 1.0,
+) -> np.ndarray:
+    """Rotate each pair of dimensions of ``x`` by the angle of its position (RoPE).
+
+    ``convention="interleaved"`` pairs dimensions (2i, 2i+1), as in RoFormer, GPT-J and
+    Meta's LLaMA code; ``convention="half"`` pairs i with i + Dh/2, the ``rotate_half``
+    layout of GPT-NeoX and Hugging Face. Pair ``i`` turns by ``(pos/scale)·θ_i``.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Queries or keys, shape (..., T, Dh), Dh even.
+    positions : array of float
+        Shape (T,) or broadcastable to ``x.shape[:-1]``.
+    base, scale : float
+        See :func:`rope_angles`.
+    convention : {"interleaved", "half"}
+
+    Returns
+    -------
+    np.ndarray
+        Same shape and dtype as ``x``; every pair keeps its length.
+
+    Taught in chapter 08 (RoPE).
+    """
+    x = as_float_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x は (..., T, Dh) の形の 2 次元以上の配列である必要があります: "
+                         f"x.shape={x.shape}")
+    choice(convention, "convention", ROPE_CONVENTIONS)
+    *_, T, d_head = x.shape
+    if d_head % 2:
+        raise ValueError(
+            "RoPE は次元を 2 つずつ回転させるので、ヘッドの次元 d_head は偶数である"
+            f"必要があります: d_head={d_head} (x.shape={x.shape})"
+        )
+    angles = rope_angles(positions, d_head, base, scale)  # (..., T, Dh/2)
+    try:
+        np.broadcast_shapes(angles.shape[:-1], x.shape[:-1])
+    except ValueError:
+        raise ValueError(
+            f"positions の形 {np.shape(positions)} が x の位置の軸 (..., T)={x.shape[:-1]} と"
+            "合いません: 位置は系列の長さ T と同じ数だけ必要です"
+        ) from None
+    cos = np.cos(angles).astype(x.dtype, copy=False)  # (..., T, Dh/2)
+    sin = np.sin(angles).astype(x.dtype, copy=False)
+    if convention == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, Dh/2) each
+    else:
+        x1, x2 = x[..., : d_head // 2], x[..., d_head // 2 :]
+    r1 = x1 * cos - x2 * sin
+    r2 = x1 * sin + x2 * cos
+    shape = np.broadcast_shapes(x.shape, angles.shape[:-1] + (d_head,))
+    out = np.empty(shape, dtype=x.dtype)  # (..., T, Dh)
+    if convention == "interleaved":
+        out[..., 0::2], out[..., 1::2] = r1, r2
+    else:
+        out[..., : d_head // 2], out[..., d_head // 2 :] = r1, r2
+    return out
+
+
+@dataclass(frozen=True)
+class RoPE:
+    """Settings of rotary position embedding, passed as ``rope=`` to attention.
+
+    Attributes
+    ----------
+    base : float
+        Wavelength base (10000 in RoFormer).
+    convention : {"interleaved", "half"}
+        Which dimensions form a pair; see :func:`apply_rope`.
+    scale : float
+        Position interpolation factor (1 = none).
+
+    Taught in chapter 08 (RoPE).
+    """
+
+    base: float = 10000.0
+    convention: str = "interleaved"
+    scale: float = 1.0
+
+    def __post_init__(self):
+        positive_float(self.base, "base")
+        positive_float(self.scale, "scale")
+        choice(self.convention, "convention", ROPE_CONVENTIONS)
+
+    def apply(self, x: np.ndarray, positions) -> np.ndarray:
+        """:func:`apply_rope` with these settings; x (..., T, Dh) → same shape."""
+        return apply_rope(x, positions, self.base, self.convention, self.scale)
+
+
+def ntk_scaled_base(base: float, scale: float, d_head: int) -> float:
+    """The RoPE base of NTK-aware scaling for a context ``scale`` times longer.
+
+    ``base · scale^(Dh/(Dh−2))``: the fastest pair (θ_0 = 1) keeps its angles, and the
+    slowest pair turns exactly ``scale`` times slower, like position interpolation.
+
+    Parameters
+    ----------
+    base : float
+        The trained base.
+    scale : float
+        Context extension factor (L_target / L_train), ≥ 1 in practice.
+    d_head : int
+        Head width Dh, even and at least 4.
+
+    Returns
+    -------
+    float
+        The enlarged base.
+
+    Taught in chapter 09 (位置補間とコンテキスト拡張).
+    """
+    base = positive_float(base, "base")
+    scale = positive_float(scale, "scale")
+    d_head = _even(d_head, "d_head")
+    if d_head < 4:
+        raise ValueError(f"NTK スケーリングには d_head が 4 以上必要です: d_head={d_head}")
+    return base * scale ** (d_head / (d_head - 2))
+
+
+# --- ALiBi -------------------------------------------------------------------------------------
+
+def alibi_slopes(n_heads: int) -> np.ndarray:
+    """The fixed per-head slopes m of ALiBi (Press et al., 2022).
+
+    For a power of two n: ``m_h = 2^(−8h/n)``, h = 1 … n (8 heads: 1/2, 1/4, …, 1/256).
+    Otherwise the paper's rule: the slopes of the nearest lower power of two, then every
+    other slope of twice that many.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (H,), float64, decreasing.
+
+    Taught in chapter 10 (比較実験：訓練より長い系列).
+    """
+    n_heads = positive_int(n_heads, "n_heads")
+
+    def power_of_two(n: int) -> np.ndarray:
+        return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
+
+    lower = 2 ** int(np.floor(np.log2(n_heads)))
+    if lower == n_heads:
+        return power_of_two(n_heads)
+    extra = power_of_two(2 * lower)[0::2][: n_heads - lower]
+    return np.concatenate([power_of_two(lower), extra])
+
+
+def alibi_bias(n_heads: int, seq_len: int, dtype=np.float64) -> np.ndarray:
+    """The ALiBi score bias ``−m_h · |i − j|`` for query i and key j.
+
+    Added to the scores before the softmax, it makes far keys cost more, more steeply in
+    heads with a large slope. With a causal mask only ``j ≤ i`` is used.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (H, T, T).
+
+    Taught in chapter 10 (比較実験：訓練より長い系列).
+    """
+    slopes = alibi_slopes(n_heads)  # (H,)
+    seq_len = positive_int(seq_len, "seq_len")
+    pos = np.arange(seq_len)
+    distance = np.abs(pos[:, None] - pos[None, :])  # (T, T)
+    return (-slopes[:, None, None] * distance).astype(dtype, copy=False)  # (H, T, T)

@@ -16,11 +16,48 @@ Dh    width of one head, ``d_head = D / H`` (``d_k`` in the paper)
 V     vocabulary size
 ====  =========================================
 
-Layers, bottom to top: numerics (``attention``) never import presentation
-(``plotting``).
+Modules, bottom to top; numerics never import presentation:
+
+- numerics: ``attention`` (softmax, masks, heads, GQA/MQA, costs) and ``positional``
+  (sinusoidal, learned table, RoPE, NTK base, ALiBi);
+- presentation: ``plotting``.
+
+The names below are the ones chapters use most; everything else is imported from its
+module, e.g. ``from attnlab.positional import apply_rope``.
 """
 
-from attnlab.attention import causal_mask, scaled_dot_product_attention, softmax
+from attnlab.attention import (
+    MHAWeights,
+    causal_mask,
+    init_mha,
+    kv_cache_bytes,
+    mean_pool_kv,
+    merge_heads,
+    mha_cost,
+    multi_head_attention,
+    multi_head_attention_loop,
+    scaled_dot_product_attention,
+    softmax,
+    split_heads,
+)
+from attnlab.positional import RoPE, apply_rope, rope_angles, sinusoidal_encoding
 
-__all__ = ["causal_mask", "scaled_dot_product_attention", "softmax"]
+__all__ = [
+    "MHAWeights",
+    "RoPE",
+    "apply_rope",
+    "causal_mask",
+    "init_mha",
+    "kv_cache_bytes",
+    "mean_pool_kv",
+    "merge_heads",
+    "mha_cost",
+    "multi_head_attention",
+    "multi_head_attention_loop",
+    "rope_angles",
+    "scaled_dot_product_attention",
+    "sinusoidal_encoding",
+    "softmax",
+    "split_heads",
+]
 __version__ = "0.1.0"

@@ -207,6 +207,28 @@ def test_positions_or_a_causal_mask_break_permutation_equivariance(breaker):
 
 # --- float32 ----------------------------------------------------------------------------------
 
+def test_rope_positions_per_batch_row_equal_separate_calls():
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(2, 5, 8))
+    w = init_mha(8, 2, rng=rng)
+    pos = np.array([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])  # (B, T)
+    out, _ = multi_head_attention(x, w, 2, rope=RoPE(), positions=pos)
+    for b in range(2):
+        out_b, _ = multi_head_attention(x[b], w, 2, rope=RoPE(), positions=pos[b])
+        np.testing.assert_allclose(out[b], out_b)
+
+
+def test_shifting_every_rope_position_changes_nothing():
+    rng = np.random.default_rng(13)
+    x = rng.normal(size=(6, 8))
+    w = init_mha(8, 2, rng=rng)
+    out, attn = multi_head_attention(x, w, 2, rope=RoPE(), mask=causal_mask(6))
+    out_s, attn_s = multi_head_attention(x, w, 2, rope=RoPE(), mask=causal_mask(6),
+                                         positions=np.arange(6) + 1000)
+    np.testing.assert_allclose(attn_s, attn, atol=1e-10)
+    np.testing.assert_allclose(out_s, out, atol=1e-10)
+
+
 @pytest.mark.parametrize("fn", [multi_head_attention, multi_head_attention_loop])
 def test_float32_stays_float32(fn):
     rng = np.random.default_rng(7)
@@ -340,6 +362,8 @@ def _hide_query(i, T=5):
         (lambda: multi_head_attention(*_layer(), 4, positions=np.arange(5)), "rope=None"),
         (lambda: multi_head_attention(*_layer(), 4, rope=RoPE(), positions=np.arange(4)),
          "系列長 T=5"),
+        (lambda: multi_head_attention(*_layer(), 4, rope=RoPE(), positions=np.zeros((2, 5))),
+         r"positions の形 \(2, 5\)"),
         (lambda: multi_head_attention(*_layer(12, 4), 4, rope=RoPE()), "d_head=3"),
         (lambda: multi_head_attention(*_layer(), 4, rope="yes"), "rope="),
         (lambda: multi_head_attention(_layer()[0] * np.nan, _layer()[1], 4), "x に NaN"),

@@ -428,6 +428,15 @@ def _prepare(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias):
             raise ValueError(
                 f"positions の長さが系列長 T={T} と一致しません: positions.shape={positions.shape}"
             )
+        try:
+            fits = np.broadcast_shapes(positions.shape, (*lead, T)) == (*lead, T)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"positions の形 {positions.shape} が x の先頭の軸と合いません: "
+                f"(T,) か {(*lead, T)} にブロードキャストできる形にしてください"
+            )
         if positions.ndim > 1:
             positions = positions[..., None, :]  # (..., 1, T): the same for every head
     return x, weights, (n_heads, n_kv_heads, d_head), mask, positions, bias

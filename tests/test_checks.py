@@ -1,7 +1,12 @@
 """attnlab.checks: each typical wrong answer gets its diagnosis; nothing escapes a check."""
 
+import contextlib
+import io
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from attnlab.checks import (
     Mistake,
@@ -223,3 +228,34 @@ def test_a_bug_inside_a_check_is_reported_in_one_line(capsys):
     assert check_broken(lambda: None) is False
     text = capsys.readouterr().out
     assert "ZeroDivisionError" in text and "Traceback" not in text
+
+
+_ANYTHING = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
+    | st.builds(lambda shape, x: np.full(shape, x),
+                st.lists(st.integers(0, 6), max_size=3).map(tuple), st.floats()),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner),
+    max_leaves=6,
+)
+_ERRORS = st.sampled_from([ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
+                           AttributeError, RuntimeError, FloatingPointError])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(returned=_ANYTHING)
+def test_no_return_value_makes_the_check_raise_or_pass(returned):
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        ok = check_attention(lambda q, k, v, mask=None: returned)
+    assert ok is False
+    assert printed.getvalue().startswith("【不正解】") and "Traceback" not in printed.getvalue()
+
+
+@settings(max_examples=30, deadline=None)
+@given(error=_ERRORS, message=st.text(max_size=200))
+def test_no_exception_of_the_students_code_escapes_the_check(error, message):
+    def my_attention(q, k, v, mask=None):
+        raise error(message)
+
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        ok = check_attention(my_attention)
+    assert ok is False and error.__name__ in printed.getvalue()

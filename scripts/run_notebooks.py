@@ -3,8 +3,10 @@
 Usage: python scripts/run_notebooks.py [NOTEBOOK ...]   (default: every notebooks/*.ipynb)
 
 Each notebook runs top to bottom in a fresh kernel whose working directory is the
-notebook's folder; widget state is stored so that saved widgets can be displayed, and no
-timing metadata is recorded, so two runs of unchanged code write identical files.
+notebook's folder; no timing metadata is recorded, so two runs of unchanged code write
+identical files. Live widgets are not stored (their model ids are random and a stored
+widget cannot move without a kernel): each live figure of ``attnlab.widgets`` keeps its
+PNG snapshot, which the book and a notebook opened without running show instead.
 """
 
 import sys
@@ -14,6 +16,7 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def run(path: Path) -> None:
@@ -23,12 +26,14 @@ def run(path: Path) -> None:
         timeout=600,
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
-        store_widget_state=True,
+        store_widget_state=False,
         record_timing=False,
     )
     client.execute()
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop(WIDGET_VIEW, None)
     nbformat.validate(nb)
     nbformat.write(nb, path)
 

@@ -11,12 +11,19 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from attnlab.widgets import LIVE_HINT, OUTPUT_MARKER
 from scripts.check_site import toc_pages
+from scripts.sync_colab_cell import TAGS as COLAB_TAGS
+from scripts.sync_colab_cell import colab_source, repository
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXERCISE = re.compile(r"```\{exercise(?:-start)?\}[^\n]*\n:label: (\S+)")
 SOLUTION = re.compile(r"```\{solution(?:-start)?\} (\S+)\n((?::\w+:[^\n]*\n)*)")
+# The first line of every exercise: its kind and an honest time estimate.
+EXERCISE_HEADING = re.compile(r"\*\*（(実装|考える)・約 (\d+) 分）\*\*")
+WIDGET_SOURCE = re.compile(r"\b(?:\w+_widget|interactive_figure)\(")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def _markdown(nb) -> str:
@@ -83,8 +90,99 @@ def test_code_cells_inside_a_solution_and_only_those_are_tagged_solution(path):
         assert tagged == inside, cell.source[:80]
 
 
+def _code_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_first_code_cell_sets_up_from_attnlab(path):
+def test_first_code_cell_installs_attnlab_in_colab_from_the_config_url(path):
     nb = nbformat.read(path, as_version=4)
-    first = next(c.source for c in nb.cells if c.cell_type == "code")
-    assert "from attnlab" in first and "default_rng(" in first
+    first = _code_cells(nb)[0]
+    url, branch = repository()
+    fix = "python scripts/sync_colab_cell.py を実行してから make notebooks を実行してください"
+    assert f"git+{url}@{branch}" in first.source, f"_config.yml の URL と違います: {fix}"
+    assert first.source == colab_source(url, branch), fix
+    assert first.metadata.get("tags") == COLAB_TAGS, fix
+    assert first.outputs == [], "Colab の外では何も出力しないはずです"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_first_code_cell_after_the_colab_cell_sets_up_from_attnlab(path):
+    nb = nbformat.read(path, as_version=4)
+    setup = _code_cells(nb)[1].source
+    assert "from attnlab" in setup and "default_rng(" in setup
+
+
+def _is_widget_output(output) -> bool:
+    return bool(output.get("metadata", {}).get(OUTPUT_MARKER))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_cells_that_show_a_live_figure_and_only_those_are_tagged_widget(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in _code_cells(nb):
+        tagged = "widget" in cell.metadata.get("tags", [])
+        shows = any(_is_widget_output(o) for o in cell.outputs)
+        creates = bool(WIDGET_SOURCE.search(cell.source))
+        assert tagged == shows == creates, cell.source[:80]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_live_figure_is_stored_as_its_snapshot_with_a_caption_naming_binder_and_colab(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in _code_cells(nb):
+        for output in cell.outputs:
+            assert WIDGET_VIEW not in output.get("data", {}), (
+                "ウィジェットのビューが保存されています: make notebooks で実行し直してください")
+        if "widget" not in cell.metadata.get("tags", []):
+            continue
+        assert any("image/png" in o.get("data", {}) for o in cell.outputs if _is_widget_output(o))
+        caption = cell.metadata.get("mystnb", {}).get("figure", {}).get("caption", "")
+        assert caption.endswith(LIVE_HINT), "キャプションは LIVE_HINT で終えてください"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_exercise_starts_with_its_kind_and_minutes(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "markdown" or "{exercise-start}" not in cell.source:
+            continue
+        body = cell.source.split("```", 2)[2].lstrip("\n")  # after the directive's options
+        heading = EXERCISE_HEADING.match(body)
+        assert heading, f"「**（実装・約 20 分）**」の形で始めてください: {body[:40]}"
+        assert 1 <= int(heading.group(2)) <= 120
+
+
+def _exercises_with_solution_code(nb) -> list[tuple[str, str, list[str]]]:
+    """(exercise text, kind, code of its solution cells) for each exercise, in order."""
+    found, current, inside = [], None, False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            if "{exercise-start}" in cell.source:
+                body = cell.source.split("```", 2)[2]
+                heading = EXERCISE_HEADING.search(body)
+                current = (body, heading.group(1) if heading else "", [])
+                found.append(current)
+            inside = (inside or "{solution-start}" in cell.source) and (
+                "{solution-end}" not in cell.source)
+        elif inside and current is not None:
+            current[2].append(cell.source)
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_implementation_solutions_are_marked_and_run_through_their_check(path):
+    nb = nbformat.read(path, as_version=4)
+    exercises = _exercises_with_solution_code(nb)
+    assert any(kind == "実装" for _, kind, _ in exercises), "実装の練習問題が必要です"
+    for text, kind, codes in exercises:
+        marked = [c for c in codes if "### BEGIN SOLUTION" in c]
+        if kind != "実装":
+            assert not marked, "考える問題の解答にマーカーは要りません"
+            continue
+        assert len(marked) == 1, "実装の解答はマーカー付きのセル 1 つにしてください"
+        begin, end = marked[0].index("### BEGIN SOLUTION"), marked[0].index("### END SOLUTION")
+        assert begin < end
+        check = re.search(r"^(check_\w+)\(", marked[0][end:], flags=re.MULTILINE)
+        assert check, "### END SOLUTION の後で check_… を呼んでください"
+        assert f"`{check.group(1)}(" in text, "問題文で、どのチェックを実行するかを伝えてください"

@@ -1,0 +1,393 @@
+"""Self-checks for the implementation exercises.
+
+A check takes the student's function, runs it on cases the student does not see,
+compares with the reference in ``attnlab`` and prints a short Japanese verdict:
+
+- 【正解】 and ``True`` when every case matches;
+- 【未実装】 and ``False`` when the function raises ``NotImplementedError`` (the stub of
+  the student edition);
+- 【不正解】 and ``False`` with a diagnosis of the likely mistake otherwise.
+
+It never shows a traceback: exceptions raised by the student's code, ``None``, wrong
+shapes and dtypes are explained in one or two sentences.
+
+The diagnosis is computed, not guessed from the code: the check builds what each typical
+mistake would return (with the reference functions) and says which one the answer
+matches.
+
+Writing a check for a later chapter::
+
+    @checker("位置エンコーディングが正しく計算できています。")
+    def check_positional(func) -> None:
+        pe = returned_array(call_student(func, 8, 16), "pe", (8, 16))
+        expected = sinusoidal_encoding(8, 16)
+        if not np.allclose(pe, expected):
+            raise Mistake("…の値が違います。…")
+
+``call_student`` runs the function on copies of the inputs with warnings silenced,
+turns ``NotImplementedError`` into 【未実装】 and any other exception into a
+``Raised`` value the check can diagnose (or pass to :func:`raised_message`);
+``Mistake`` ends the check with 【不正解】 and its message.
+
+Presentation layer: checks import numerics; numerics never import checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import product
+from typing import Any
+
+import numpy as np
+
+from attnlab.attention import scaled_dot_product_attention, softmax
+
+
+class Mistake(Exception):
+    """The answer is wrong; the message is the Japanese diagnosis shown to the student."""
+
+
+class Unimplemented(Exception):
+    """The student's function raised ``NotImplementedError``."""
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The student's function raised ``error`` (any exception but NotImplementedError)."""
+
+    error: Exception
+
+
+def _describe_error(error: Exception, limit: int = 80) -> str:
+    """``Type: first line of the message`` (shortened), never a traceback."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if len(message) > limit:
+        message = message[: limit - 1] + "…"
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def raised_message(raised: Raised, case: str) -> str:
+    """Japanese sentence saying which exception the student's code raised, on which case."""
+    return f"{case}で例外 {_describe_error(raised.error)} が発生しました。"
+
+
+def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Call the student's ``func`` safely.
+
+    Arrays are passed as copies (so the check's inputs stay intact), numpy and Python
+    warnings are silenced (they would print into the notebook), ``NotImplementedError``
+    becomes :class:`Unimplemented`, and any other exception is returned as
+    :class:`Raised` instead of propagating.
+
+    Taught in chapter 01 (アテンションの復習).
+    """
+    args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
+    kwargs = {
+        key: np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+        for key, a in kwargs.items()
+    }
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return func(*args, **kwargs)
+        except NotImplementedError as err:
+            raise Unimplemented(str(err)) from None
+        except Exception as err:  # any error of the student's code is diagnosed
+            return Raised(err)
+
+
+def returned_array(value: Any, name: str, shape: Sequence[int]) -> np.ndarray:
+    """``value`` as a floating array of ``shape``, or a :class:`Mistake` saying what is wrong.
+
+    Taught in chapter 01 (アテンションの復習).
+    """
+    if value is None:
+        raise Mistake(f"{name} が None です。return を書き忘れていませんか。")
+    try:
+        array = np.asarray(value)
+    except Exception:  # an object numpy cannot convert
+        raise Mistake(f"{name} を配列に変換できません（型 {type(value).__name__}）。") from None
+    if array.dtype == object or not np.issubdtype(array.dtype, np.number):
+        raise Mistake(f"{name} が数値の配列ではありません（dtype={array.dtype}）。")
+    if array.shape != tuple(shape):
+        raise Mistake(f"{name} の形が {array.shape} です。期待する形は {tuple(shape)} です。")
+    if not np.issubdtype(array.dtype, np.floating):
+        raise Mistake(
+            f"{name} の dtype が {array.dtype} です。重みや平均は小数になるので、"
+            "浮動小数点の配列を返してください（整数への丸めや astype(int) をしていませんか）。"
+        )
+    return array
+
+
+def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Callable], bool]]:
+    """Turn ``body(func)`` into a check that prints a verdict and returns True/False.
+
+    ``body`` raises :class:`Mistake` to fail; :class:`Unimplemented` from
+    :func:`call_student` prints 【未実装】. Nothing else escapes: an unexpected error in
+    the check itself is reported in one line, without a traceback.
+
+    Taught in chapter 01 (アテンションの復習).
+    """
+
+    def decorate(body: Callable[[Callable], None]) -> Callable[[Callable], bool]:
+        @functools.wraps(body)
+        def check(func: Callable) -> bool:
+            name = getattr(func, "__name__", "関数")
+            if not callable(func):
+                print(f"【不正解】関数を渡してください（渡されたのは {type(func).__name__}）。")
+                return False
+            try:
+                body(func)
+            except Unimplemented:
+                print(f"【未実装】{name} はまだ実装されていません。"
+                      "NotImplementedError の行を消して、関数を書いてください。")
+                return False
+            except Mistake as mistake:
+                print(f"【不正解】{name}: {mistake}")
+                return False
+            except Exception as err:  # a bug of the check must not show a traceback either
+                print(f"【不正解】{name} を確かめる途中で問題が起きました"
+                      f"（{_describe_error(err)}）。返り値の形と型を確かめてください。")
+                return False
+            print(f"【正解】{name}: {success}")
+            return True
+
+        return check
+
+    return decorate
+
+
+# --- chapter 01: my_attention(q, k, v, mask=None) -> (out, weights) -----------------------
+
+_SCALES = {"√d_k": "sqrt", "1": "none", "d_k": "d"}
+_MASK_MODES = ("right", "ignored", "zero", "inverted", "after_softmax")
+
+_DIAGNOSES = {
+    ("scale", "none"): "√d_k で割るのを忘れています。スコアは q @ k.T / np.sqrt(d_k) です。",
+    ("scale", "d"): "d_k で割っています。割るのは √d_k（np.sqrt(d_k)）です。",
+    ("axis", 0): (
+        "softmax を取る軸が違います。各クエリ（行）の重みの和が 1 になるよう、キーの軸"
+        "（axis=-1）で正規化してください。いまは列（axis=0）ごとに和が 1 です。"
+    ),
+    ("mask", "ignored"): (
+        "mask を無視しています。mask が False の位置のスコアを -inf にしてください。"
+    ),
+    ("mask", "zero"): (
+        "隠す位置のスコアを 0 にしています。e^0 = 1 なので、隠したはずのキーにも重みが"
+        "漏れます。0 ではなく -np.inf にしてください。"
+    ),
+    ("mask", "inverted"): (
+        "mask の向きが逆です。True が「参照してよい」位置で、隠すのは False の位置です。"
+    ),
+    ("mask", "after_softmax"): (
+        "softmax の後で重みを 0 にしています。それでは各行の和が 1 でなくなります。"
+        "softmax の前に、隠す位置のスコアを -inf にしてください。"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class _Case:
+    name: str
+    q: np.ndarray  # (Tq, Dh)
+    k: np.ndarray  # (Tk, Dh)
+    v: np.ndarray  # (Tk, Dv)
+    mask: np.ndarray | None  # (Tq, Tk) bool
+
+
+def _attention_cases() -> list[_Case]:
+    rng = np.random.default_rng(20260101)
+    Tq, Tk, d_k, d_v = 3, 5, 8, 6  # all different, so a wrong axis shows in the shape
+    q = rng.normal(size=(Tq, d_k))
+    k = rng.normal(size=(Tk, d_k))
+    v = rng.normal(size=(Tk, d_v))
+    # every row keeps at least one key and hides at least one, so the inverted mask is valid
+    mask = np.array([[1, 0, 1, 0, 0], [1, 1, 0, 0, 1], [0, 1, 1, 1, 0]], dtype=bool)
+    return [
+        _Case("マスクなしのケース", q, k, v, None),
+        _Case("マスクありのケース", q, k, v, mask),
+        _Case("スコアがとても大きいケース", 300.0 * q, 300.0 * k, v, None),
+    ]
+
+
+def _candidate_weights(case: _Case, scale: str, axis: int, mask_mode: str) -> np.ndarray:
+    """What ``weights`` would be with the given (possibly wrong) choices."""
+    d_k = case.q.shape[-1]
+    divisor = {"sqrt": np.sqrt(d_k), "none": 1.0, "d": float(d_k)}[scale]
+    scores = case.q @ case.k.T / divisor  # (Tq, Tk)
+    mask = case.mask
+    if mask is None or mask_mode == "ignored":
+        return softmax(scores, axis=axis)
+    if mask_mode == "after_softmax":
+        return softmax(scores, axis=axis) * mask
+    if mask_mode == "zero":
+        return softmax(np.where(mask, scores, 0.0), axis=axis)
+    keep = ~mask if mask_mode == "inverted" else mask
+    return softmax(np.where(keep, scores, -np.inf), axis=axis)
+
+
+def _diagnose_weights(case: _Case, weights: np.ndarray) -> str:
+    """Name the mistakes whose combination reproduces ``weights``."""
+    modes = _MASK_MODES if case.mask is not None else ("right",)
+    for scale, axis, mask_mode in product(("sqrt", "none", "d"), (-1, 0), modes):
+        if (scale, axis, mask_mode) == ("sqrt", -1, "right"):
+            continue
+        try:
+            candidate = _candidate_weights(case, scale, axis, mask_mode)
+        except ValueError:  # e.g. a column that the mask hides entirely, for axis 0
+            continue
+        if np.allclose(weights, candidate, rtol=1e-5, atol=1e-8):
+            found = [("scale", scale), ("axis", axis), ("mask", mask_mode)]
+            return "".join(_DIAGNOSES[f] for f in found if f in _DIAGNOSES)
+    sums = weights.sum(axis=-1)
+    if not np.allclose(sums, 1.0, atol=1e-6):
+        return (
+            f"重みの各行の和が 1 になっていません（行ごとの和: {np.round(sums, 3).tolist()}）。"
+            "softmax の分母は、同じ行の exp の和です。"
+        )
+    return (
+        "重みが正しい値と一致しません。スコア q @ k.T → √d_k で割る → マスク → "
+        "行ごとの softmax、の順に、途中の値を scaled_dot_product_attention と比べてみてください。"
+    )
+
+
+#: Wrong ways to form the scores, by what they compute (on square inputs they all work).
+_SCORE_FORMS = {
+    "q @ k": lambda q, k: q @ k,
+    "k @ q.T": lambda q, k: k @ q.T,
+    "q.T @ k": lambda q, k: q.T @ k,
+}
+
+
+def _probe_score_form(func: Callable) -> str | None:
+    """Which wrong product of q and k does ``func`` compute, if any?
+
+    On the hidden cases these products raise shape errors; on square inputs (Tq = Tk =
+    Dh) they all have a shape, so the weights tell which one was used.
+    """
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.normal(size=(4, 4)) for _ in range(3))
+    result = call_student(func, q, k, v)
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        return None
+    try:
+        weights = np.asarray(result[1], dtype=float)
+    except (TypeError, ValueError):
+        return None
+    if weights.shape != (4, 4):
+        return None
+    for form, product_of in _SCORE_FORMS.items():
+        for divisor in (2.0, 1.0, 4.0):  # √d_k, none, d_k
+            for axis in (-1, 0):
+                if np.allclose(weights, softmax(product_of(q, k) / divisor, axis=axis),
+                               rtol=1e-5, atol=1e-8):
+                    return form
+    return None
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    try:
+        return np.shape(value)
+    except Exception:  # ragged nested lists
+        return None
+
+
+def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
+    Tq, Tk, d_v = case.q.shape[0], case.k.shape[0], case.v.shape[1]
+    if value is None:
+        raise Mistake("None が返されました。最後に return out, weights を書き忘れていませんか。")
+    if not isinstance(value, (tuple, list)):
+        shape = _shape(value) if isinstance(value, np.ndarray) else None
+        if shape == (Tq, d_v):
+            raise Mistake(
+                "出力 out だけを返しています。return out, weights のように重みも返してください。"
+            )
+        if shape == (Tq, Tk):
+            raise Mistake(
+                "重み weights だけを返しています。return out, weights と出力も返してください。"
+            )
+        raise Mistake(
+            f"返り値が {type(value).__name__} です。(out, weights) の 2 つ組を返してください。"
+        )
+    if len(value) != 2:
+        raise Mistake(
+            f"返り値の要素が {len(value)} 個です。(out, weights) の 2 つを返してください。"
+        )
+    first, second = (_shape(x) for x in value)
+    if first == (Tq, Tk) and second == (Tq, d_v) and (Tq, Tk) != (Tq, d_v):
+        raise Mistake("out と weights の順番が逆です。return out, weights の順に返してください。")
+    if second == (Tk, Tq):
+        raise Mistake(
+            f"weights の形が (Tk, Tq) = {second} です。スコアを k @ q.T で作っていませんか。"
+            f"クエリが行になるよう q @ k.T で (Tq, Tk) = {(Tq, Tk)} にしてください。"
+        )
+    out = returned_array(value[0], "out（1 つ目の返り値）", (Tq, d_v))
+    weights = returned_array(value[1], "weights（2 つ目の返り値）", (Tq, Tk))
+    return out, weights
+
+
+@checker("隠れたテストケース（マスクなし・マスクあり・とても大きなスコア）で、"
+         "出力も重みも scaled_dot_product_attention と一致しました。")
+def check_attention(func: Callable) -> None:
+    """Check ``func(q, k, v, mask=None) -> (out, weights)`` against the reference.
+
+    Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (softmax over the wrong axis,
+    √d_k forgotten or d_k used, k not transposed, mask ignored, hidden scores set to 0
+    instead of -inf, mask inverted, mask applied after the softmax, out and weights
+    swapped or one of them missing, None returned, an unstable softmax, an exception).
+
+    Parameters
+    ----------
+    func : callable
+        The student's ``my_attention``: q (Tq, Dh), k (Tk, Dh), v (Tk, Dv), mask (Tq, Tk)
+        bool or None → out (Tq, Dv), weights (Tq, Tk).
+
+    Returns
+    -------
+    bool
+        True if every hidden case matches.
+
+    Taught in chapter 01 (アテンションの復習).
+    """
+    for case in _attention_cases():
+        inputs = (case.q, case.k, case.v)
+        if case.mask is None:
+            result = call_student(func, *inputs)
+        else:
+            result = call_student(func, *inputs, mask=case.mask)
+        if isinstance(result, Raised):
+            message = raised_message(result, case.name)
+            if isinstance(result.error, TypeError) and case.mask is not None and (
+                    "mask" in str(result.error)):
+                message += (
+                    "mask 引数を受け取れるよう、def my_attention(q, k, v, mask=None) と"
+                    "書いてください。"
+                )
+            elif (form := _probe_score_form(func)) is not None:
+                message += (
+                    f"スコアを {form} で計算していませんか。正しくは q @ k.T で、"
+                    f"形は (Tq, Tk) = {(case.q.shape[0], case.k.shape[0])} です。"
+                )
+            elif isinstance(result.error, ValueError) and "matmul" in str(result.error):
+                message += (
+                    f"行列積の形が合っていません（q {case.q.shape}, k {case.k.shape}, "
+                    f"v {case.v.shape}）。q @ k.T は (Tq, Tk)、weights @ v は (Tq, Dv) です。"
+                )
+            raise Mistake(message)
+        out, weights = _unpack_pair(result, case)
+        if not (np.all(np.isfinite(out)) and np.all(np.isfinite(weights))):
+            raise Mistake(
+                f"{case.name}で nan か inf が出ました。softmax の前に各行の最大値を引くと、"
+                "exp があふれずに計算できます（数値的に安定な softmax）。"
+            )
+        ref_out, ref_weights = scaled_dot_product_attention(*inputs, mask=case.mask)
+        if not np.allclose(weights, ref_weights, rtol=1e-5, atol=1e-8):
+            raise Mistake(f"{case.name}: {_diagnose_weights(case, weights)}")
+        if not np.allclose(out, ref_out, rtol=1e-5, atol=1e-8):
+            raise Mistake(
+                f"{case.name}: 重みは正しいのに、出力 out が weights @ v と一致しません。"
+                "出力は重みでバリューを混ぜた weights @ v です。"
+            )

@@ -1,0 +1,261 @@
+"""attnlab.checks: each typical wrong answer gets its diagnosis; nothing escapes a check."""
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attnlab.checks import (
+    Mistake,
+    Raised,
+    call_student,
+    check_attention,
+    checker,
+    returned_array,
+)
+
+
+def student_attention(*, scale="sqrt", axis=-1, mask_mode="right", form="q@k.T",
+                      stable=True, returns="both"):
+    """A student's my_attention with the chosen mistakes, written the way students do."""
+
+    def my_attention(q, k, v, mask=None):
+        products = {"q@k.T": lambda: q @ k.T, "q@k": lambda: q @ k,
+                    "k@q.T": lambda: k @ q.T}
+        scores = products[form]()
+        d_k = q.shape[-1]
+        scores = scores / {"sqrt": np.sqrt(d_k), "none": 1.0, "d": d_k}[scale]
+        if mask is not None:
+            if mask_mode == "right":
+                scores = np.where(mask, scores, -np.inf)
+            elif mask_mode == "zero":
+                scores = np.where(mask, scores, 0.0)
+            elif mask_mode == "inverted":
+                scores = np.where(mask, -np.inf, scores)
+        if stable:
+            scores = scores - scores.max(axis=axis, keepdims=True)
+        e = np.exp(scores)
+        weights = e / e.sum(axis=axis, keepdims=True)
+        if mask is not None and mask_mode == "after":
+            weights = weights * mask
+        out = weights @ v
+        return {"both": (out, weights), "swapped": (weights, out), "out": out,
+                "weights": weights, "none": None, "three": (out, weights, v),
+                "int": (out.astype(int), weights.astype(int))}[returns]
+
+    return my_attention
+
+
+def _verdict(capsys, func):
+    ok = check_attention(func)
+    text = capsys.readouterr().out
+    assert "Traceback" not in text
+    assert text.count("\n") == 1, text  # one verdict line
+    return ok, text
+
+
+def test_the_right_answer_passes(capsys):
+    ok, text = _verdict(capsys, student_attention())
+    assert ok is True and text.startswith("【正解】my_attention")
+
+
+def test_the_reference_itself_passes(capsys):
+    from attnlab import scaled_dot_product_attention
+
+    ok, _ = _verdict(capsys, scaled_dot_product_attention)
+    assert ok is True
+
+
+def test_a_minus_1e9_mask_is_also_right(capsys):
+    def my_attention(q, k, v, mask=None):
+        scores = q @ k.T / np.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, scores, -1e9)
+        scores -= scores.max(axis=-1, keepdims=True)
+        weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+        return weights @ v, weights
+
+    assert _verdict(capsys, my_attention)[0] is True
+
+
+def test_the_student_edition_stub_is_reported_as_unimplemented(capsys):
+    def my_attention(q, k, v, mask=None):
+        raise NotImplementedError("ここを実装してください")
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and text.startswith("【未実装】")
+
+
+WRONG = {
+    "softmax over the wrong axis": ({"axis": 0}, "softmax を取る軸が違います"),
+    "√d_k forgotten": ({"scale": "none"}, "√d_k で割るのを忘れています"),
+    "divided by d_k": ({"scale": "d"}, "d_k で割っています"),
+    "k not transposed": ({"form": "q@k"}, "スコアを q @ k で計算していませんか"),
+    "scores as k q^T": ({"form": "k@q.T"}, "スコアを k @ q.T で計算していませんか"),
+    "mask ignored": ({"mask_mode": "ignored"}, "mask を無視しています"),
+    "masked with 0": ({"mask_mode": "zero"}, "0 ではなく -np.inf"),
+    "mask inverted": ({"mask_mode": "inverted"}, "mask の向きが逆です"),
+    "mask after softmax": ({"mask_mode": "after"}, "softmax の後で重みを 0 にしています"),
+    "unstable softmax": ({"stable": False}, "nan か inf が出ました"),
+    "out and weights swapped": ({"returns": "swapped"}, "順番が逆です"),
+    "only out": ({"returns": "out"}, "出力 out だけを返しています"),
+    "only weights": ({"returns": "weights"}, "重み weights だけを返しています"),
+    "None returned": ({"returns": "none"}, "None が返されました"),
+    "three values": ({"returns": "three"}, "要素が 3 個です"),
+    "integer arrays": ({"returns": "int"}, "浮動小数点の配列を返してください"),
+    "no scaling and wrong axis": (
+        {"scale": "none", "axis": 0},
+        "np.sqrt(d_k) です。softmax を取る軸が違います"),  # both mistakes, in one verdict
+    "divided by d_k and mask inverted": (
+        {"scale": "d", "mask_mode": "inverted"}, "d_k で割っています。割るのは √d_k"),
+}
+
+
+@pytest.mark.parametrize("mistakes, diagnosis", WRONG.values(), ids=WRONG.keys())
+def test_each_typical_mistake_gets_its_diagnosis(capsys, mistakes, diagnosis):
+    ok, text = _verdict(capsys, student_attention(**mistakes))
+    assert ok is False
+    assert text.startswith("【不正解】my_attention: ")
+    assert diagnosis in text
+
+
+def test_the_mask_case_is_named_when_only_the_mask_is_wrong(capsys):
+    _, text = _verdict(capsys, student_attention(mask_mode="ignored"))
+    assert "マスクありのケース" in text
+
+
+def test_a_function_without_a_mask_argument_is_told_to_add_it(capsys):
+    def my_attention(q, k, v):
+        return student_attention()(q, k, v)
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "TypeError" in text and "mask=None" in text
+
+
+def test_an_exception_is_named_with_its_type_and_message(capsys):
+    def my_attention(q, k, v, mask=None):
+        raise KeyError("scores")
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "KeyError: 'scores'" in text and "マスクなしのケース" in text
+
+
+def test_a_wrong_output_with_right_weights_is_pointed_at_weights_at_v(capsys):
+    def my_attention(q, k, v, mask=None):
+        out, weights = student_attention()(q, k, v, mask)
+        return out + 1.0, weights
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "weights @ v" in text
+
+
+def test_weights_that_do_not_sum_to_one_are_reported(capsys):
+    def my_attention(q, k, v, mask=None):
+        scores = q @ k.T / np.sqrt(q.shape[-1])
+        weights = np.exp(scores) / np.exp(scores).sum()  # the whole matrix sums to 1
+        return weights @ v, weights
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "各行の和が 1 になっていません" in text
+
+
+STRANGE_RETURNS = [
+    "a string",
+    [[1, 2], [3]],
+    (object(), object()),
+    (np.zeros((3, 6)), "weights"),
+    (np.zeros((2, 2)), np.zeros((2, 2))),
+    12,
+]
+
+
+@pytest.mark.parametrize("value", STRANGE_RETURNS, ids=range(len(STRANGE_RETURNS)))
+def test_strange_return_values_are_explained_without_raising(capsys, value):
+    ok, text = _verdict(capsys, lambda q, k, v, mask=None: value)
+    assert ok is False and text.startswith("【不正解】")
+
+
+def test_not_a_function_is_explained(capsys):
+    ok, text = _verdict(capsys, np.zeros(3))
+    assert ok is False and "関数を渡してください" in text
+
+
+def test_the_checks_inputs_survive_a_function_that_modifies_them(capsys):
+    def my_attention(q, k, v, mask=None):
+        result = student_attention()(q, k, v, mask)
+        q[:] = 0.0
+        k[:] = 0.0
+        return result
+
+    assert _verdict(capsys, my_attention)[0] is True
+
+
+def test_numpy_warnings_of_the_students_code_are_not_printed(capsys, recwarn):
+    _verdict(capsys, student_attention(stable=False))
+    assert "RuntimeWarning" not in capsys.readouterr().err
+    assert len(recwarn) == 0
+
+
+def test_call_student_returns_exceptions_and_copies_inputs():
+    x = np.ones(3)
+
+    def clobber(a):
+        a[:] = 0
+        raise ValueError("だめ")
+
+    result = call_student(clobber, x)
+    assert isinstance(result, Raised) and str(result.error) == "だめ"
+    assert np.all(x == 1)
+
+
+def test_returned_array_explains_none_shape_and_dtype():
+    with pytest.raises(Mistake, match="None"):
+        returned_array(None, "pe", (2, 2))
+    with pytest.raises(Mistake, match=r"形が \(3,\) です"):
+        returned_array(np.zeros(3), "pe", (2, 2))
+    with pytest.raises(Mistake, match="dtype が int64"):
+        returned_array(np.zeros((2, 2), dtype=np.int64), "pe", (2, 2))
+
+
+def test_a_bug_inside_a_check_is_reported_in_one_line(capsys):
+    @checker("よし")
+    def check_broken(func):
+        raise ZeroDivisionError("division by zero")
+
+    assert check_broken(lambda: None) is False
+    text = capsys.readouterr().out
+    assert "ZeroDivisionError" in text and "Traceback" not in text
+
+
+_ANYTHING = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
+    | st.builds(lambda shape, x: np.full(shape, x),
+                st.lists(st.integers(0, 6), max_size=3).map(tuple), st.floats()),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner),
+    max_leaves=6,
+)
+_ERRORS = st.sampled_from([ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
+                           AttributeError, RuntimeError, FloatingPointError])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(returned=_ANYTHING)
+def test_no_return_value_makes_the_check_raise_or_pass(returned):
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        ok = check_attention(lambda q, k, v, mask=None: returned)
+    assert ok is False
+    assert printed.getvalue().startswith("【不正解】") and "Traceback" not in printed.getvalue()
+
+
+@settings(max_examples=30, deadline=None)
+@given(error=_ERRORS, message=st.text(max_size=200))
+def test_no_exception_of_the_students_code_escapes_the_check(error, message):
+    def my_attention(q, k, v, mask=None):
+        raise error(message)
+
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        ok = check_attention(my_attention)
+    assert ok is False and error.__name__ in printed.getvalue()

@@ -58,6 +58,16 @@ student: $(STAMP)
 student-test: warm
 	$(BIN)/python scripts/make_student.py --test student
 
+# The real-browser test: every page of the built book in headless Chromium (Debian's
+# /usr/bin/chromium, driven by Playwright). MathJax comes from tests/browser (npm ci), in
+# place of the CDN the published book uses. Screenshots go to screenshots/.
+BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund
+
+test-browser: build $(BROWSER_DEPS)
+	$(BIN)/python scripts/browser_test.py _build/html
+
 notebooks: warm
 	$(BIN)/python scripts/run_notebooks.py
 
@@ -69,4 +79,4 @@ clean:
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) tests/browser/node_modules

@@ -141,23 +141,19 @@ def chapters(root: Path = ROOT) -> list[Chapter]:
             for page in toc_pages() if (root / f"{page}.ipynb").exists()]
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def _doc(chapter: Chapter) -> str:
-    return f"{{doc}}`{_cell(chapter.title)} </{chapter.page}>`"
+    return f"{{doc}}`{chapter.title} </{chapter.page}>`"
 
 
 def exercises_markdown(chs: list[Chapter]) -> str:
     parts = []
     for ch in chs:
-        rows = [f"**{_doc(ch)}**", "", "| 練習問題 | 種類 | 目安 | 課題（最初の一文） |",
-                "| --- | --- | --- | --- |"]
+        rows = [f"**{_doc(ch)}**", ""]
         for ex in ch.exercises:
-            minutes = f"約 {ex.minutes} 分" if ex.minutes is not None else "未記入"
-            rows.append(f"| {{ref}}`{ex.label} <{ex.label}>` | {ex.kind or '未記入'} | {minutes} "
-                        f"| {_cell(ex.first_sentence)} |")
+            minutes = f"約 {ex.minutes} 分" if ex.minutes is not None else "時間は未記入"
+            kind = ex.kind or "種類は未記入"
+            link = f"{{ref}}`{ex.label} <{ex.label}>`"
+            rows.append(f"- {link}（{kind}・{minutes}）：{ex.first_sentence}")
         parts.append("\n".join(rows))
     return "\n\n".join(parts)
 

@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHARS_PER_MINUTE = 400  # reading speed for Japanese technical prose (characters per minute)
 MINUTES_PER_CODE_CELL = 1  # run a cell and read what it prints or draws
 EXERCISES_HEADING = "## 練習問題"
+HIDDEN_TAGS = {"remove-cell"}  # cells the book does not show (e.g. the Colab install cell)
 FENCE_OPEN = re.compile(r"^ {0,3}(?:`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
 HEAD = re.compile(r"^\*\*（(?P<kind>[^・）]+)(?:・約\s*(?P<minutes>\d+)\s*分)?）\*\*\s*")
 SENTENCE = re.compile(r"^.*?[。？！]")
@@ -60,7 +61,7 @@ class Chapter:
     page: str  # e.g. notebooks/01_attention_review
     title: str
     prose_chars: int  # non-space characters of the markdown before 練習問題
-    code_cells: int  # code cells before 練習問題
+    code_cells: int  # code cells before 練習問題 that the book shows
     exercises: tuple[Exercise, ...]
 
     @property
@@ -123,7 +124,8 @@ def read_chapter(path: Path, page: str | None = None) -> Chapter:
                 before, heading, _ = cell.source.partition(EXERCISES_HEADING)
                 prose.append(before)
                 reading = not heading
-        elif cell.cell_type == "code" and reading:
+        elif cell.cell_type == "code" and reading and not HIDDEN_TAGS & set(
+                cell.metadata.get("tags", [])):
             code_cells += 1
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     return Chapter(
@@ -161,8 +163,9 @@ def exercises_markdown(chs: list[Chapter]) -> str:
 def time_markdown(chs: list[Chapter]) -> str:
     rule = (
         f"目安の計算方法：読む時間は、練習問題より前の本文（Markdown）の文字数（空白を除く）を"
-        f" 1 分あたり {CHARS_PER_MINUTE} 文字で割って切り上げた分数に、コードセル 1 個につき "
-        f"{MINUTES_PER_CODE_CELL} 分（実行して出力や図を読む時間）を足したものです。"
+        f" 1 分あたり {CHARS_PER_MINUTE} 文字で割って切り上げた分数に、本に表示される"
+        f"コードセル 1 個につき {MINUTES_PER_CODE_CELL} 分（実行して出力や図を読む時間）を"
+        "足したものです。"
         f"練習問題の時間は、各問題の見出しに書かれた分数の合計です。"
     )
     rows = ["| 章 | 本文の文字数 | コードセル | 読む時間 | 練習問題 | 合計 |",

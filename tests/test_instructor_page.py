@@ -46,6 +46,17 @@ def test_title_is_the_first_heading_and_only_text_before_the_exercises_is_counte
     assert chapter.prose_chars == len(re.sub(r"\s", "", nb.cells[0].source))
 
 
+def test_code_cells_the_book_removes_take_no_reading_time(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 98 タイトル"),
+        nbformat.v4.new_code_cell("install()", metadata={"tags": ["remove-cell"]}),
+        nbformat.v4.new_code_cell("x = 1"),
+    ])
+    path = tmp_path / "98_hidden.ipynb"
+    nbformat.write(nb, path)
+    assert read_chapter(path).code_cells == 1
+
+
 def test_a_line_break_inside_the_task_joins_without_a_space():
     text = ("```{exercise}\n:label: ex-x\n"
             "**（実装・約 3 分）** 一行目の途中\nから続く文です。次の文。\n```")

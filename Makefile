@@ -4,12 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help book test lint unit nbval build notebooks lab clean distclean
+.PHONY: help book test lint unit nbval build student student-test test-browser notebooks lab clean \
+        distclean
 
 help:
 	@echo "make book       本を _build/html に作る"
 	@echo "make test       リンター・attnlab のテスト・ノートブックの照合・本のビルド"
 	@echo "make notebooks  全ノートブックを実行し直して出力を保存する"
+	@echo "make student    解答を除いた学生版を student/ に書く"
+	@echo "make test-browser  本をビルドし、全ページを headless Chromium で開いて確かめる"
 	@echo "make lab        JupyterLab で notebooks/ を開く"
 	@echo "make clean      生成物を消す（distclean は .venv も消す）"
 
@@ -29,7 +32,7 @@ book: warm
 	$(BIN)/jupyter-book build . --keep-going
 	@echo "本: $(CURDIR)/_build/html/index.html"
 
-test: lint unit nbval build
+test: lint unit nbval student-test build
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
@@ -47,6 +50,24 @@ build: warm
 	$(BIN)/python scripts/check_site.py _build/html
 	@echo "本: $(CURDIR)/_build/html/index.html"
 
+# The student edition: every chapter of _toc.yml without solutions, in student/ (git-ignored).
+student: $(STAMP)
+	$(BIN)/python scripts/make_student.py student
+
+# Build the student edition, prove no solution is left and run every notebook top to bottom.
+student-test: warm
+	$(BIN)/python scripts/make_student.py --test student
+
+# The real-browser test: every page of the built book in headless Chromium (Debian's
+# /usr/bin/chromium, driven by Playwright). MathJax comes from tests/browser (npm ci), in
+# place of the CDN the published book uses. Screenshots go to screenshots/.
+BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund
+
+test-browser: build $(BROWSER_DEPS)
+	$(BIN)/python scripts/browser_test.py _build/html
+
 notebooks: warm
 	$(BIN)/python scripts/run_notebooks.py
 
@@ -58,4 +79,4 @@ clean:
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) tests/browser/node_modules

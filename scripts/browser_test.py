@@ -1,0 +1,299 @@
+"""Open every page of the built book in headless Chromium and check what a reader sees.
+
+Usage: python scripts/browser_test.py [_build/html]
+
+The site is served on 127.0.0.1 (a free port, a thread in this process) and every page
+of ``_toc.yml`` is opened with Playwright driving Debian's Chromium (``/usr/bin/chromium``,
+or ``$CHROMIUM``). Per page:
+
+- no console error, no uncaught exception, no failed request or error response from the
+  local server;
+- every ``<img>`` loaded (``naturalWidth > 0``);
+- math rendered: each ``.math`` node holds MathJax output, no MathJax error, and no raw
+  ``$$``, ``\\(`` or ``\\[`` left in the page's text outside code;
+- as many ``div.tag_widget`` as the notebook has cells tagged ``widget``, each with a
+  loaded ``<img>`` and a caption that names Binder and Colab in its output (``.cell_output``);
+- a full-page screenshot in ``screenshots/``.
+
+Then a Japanese search on ``search.html`` must list chapter 01 for each term of
+``SEARCH_TERMS``.
+
+MathJax: the book loads MathJax 3 from a CDN, which the test machine cannot reach. The test
+answers those requests from ``tests/browser/node_modules/mathjax`` (``npm ci`` there,
+which ``make test-browser`` runs); every other request off 127.0.0.1 gets an empty answer
+and is listed.
+"""
+
+import mimetypes
+import os
+import sys
+import tempfile
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote, urlparse
+
+import matplotlib_fontja
+import nbformat
+from playwright.sync_api import sync_playwright
+
+try:
+    from scripts.check_site import toc_pages
+except ImportError:  # run as `python scripts/browser_test.py`: scripts/ is on sys.path
+    from check_site import toc_pages
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/"
+MATHJAX_LOCAL = ROOT / "tests" / "browser" / "node_modules" / "mathjax" / "es5"
+SCREENSHOTS = ROOT / "screenshots"
+SEARCH_PAGE = "notebooks/01_attention_review"
+SEARCH_TERMS = ["因果", "飽和", "重み付き平均", "softmax"]
+WIDGET_TAG = "widget"
+
+# Waits for every image (loaded or failed) and returns those that did not load.
+IMAGES_JS = """async () => {
+  const images = [...document.images];
+  images.forEach(img => { img.loading = "eager"; });
+  await Promise.all(images.map(img => img.complete ? null :
+    new Promise(done => {
+      img.addEventListener("load", done);
+      img.addEventListener("error", done);
+    })));
+  return {count: images.length,
+          broken: images.filter(img => img.naturalWidth === 0).map(img => img.getAttribute("src"))};
+}"""
+
+MATH_JS = r"""async () => {
+  const nodes = [...document.querySelectorAll(".math")];
+  if (nodes.length === 0) return {count: 0, unrendered: [], errors: 0, raw: []};
+  const deadline = Date.now() + 20000;
+  while (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) {
+    if (Date.now() > deadline) {
+      return {count: nodes.length, unrendered: ["MathJax が読み込まれません"], errors: 0, raw: []};
+    }
+    await new Promise(done => setTimeout(done, 50));
+  }
+  await MathJax.startup.promise;
+  const unrendered = nodes.filter(n => !n.querySelector("mjx-container") ||
+      /\\\(|\\\[|\$\$/.test(n.innerText)).map(n => n.textContent.slice(0, 60));
+  const raw = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+    if (t.parentElement.closest("pre, code, script, style, mjx-container, .math")) continue;
+    if (/\$\$|\\\(|\\\[/.test(t.textContent)) raw.push(t.textContent.trim().slice(0, 60));
+  }
+  return {count: nodes.length, unrendered, raw,
+          errors: document.querySelectorAll("mjx-merror, [data-mjx-error]").length};
+}"""
+
+# The output area of each widget cell (its code may be shown above it): the snapshot and caption.
+WIDGETS_JS = """() => [...document.querySelectorAll("div.tag_widget")].map(div => {
+  const outputs = [...div.querySelectorAll(".cell_output")];
+  return {
+    images: outputs.flatMap(o => [...o.querySelectorAll("img")]).map(img => img.naturalWidth),
+    text: outputs.map(o => o.innerText).join("\\n"),
+  };
+})"""
+
+
+def fontconfig_with_japanese(folder: Path) -> Path:
+    """A fontconfig file: the system's fonts plus IPAexGothic from matplotlib-fontja.
+
+    The test machine has no Japanese system font; without one the screenshots would show
+    empty boxes. The same font draws the book's figures.
+    """
+    fonts = Path(matplotlib_fontja.__file__).parent / "fonts"
+    path = folder / "fonts.conf"
+    path.write_text(
+        '<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig>\n'
+        '  <include ignore_missing="yes">/etc/fonts/fonts.conf</include>\n'
+        f"  <dir>{fonts}</dir>\n  <cachedir>{folder / 'cache'}</cachedir>\n</fontconfig>\n",
+        encoding="utf-8")
+    return path
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve(site: Path) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def expected_widgets(page: str) -> int:
+    path = ROOT / f"{page}.ipynb"
+    if not path.exists():
+        return 0
+    nb = nbformat.read(path, as_version=4)
+    return sum(WIDGET_TAG in cell.metadata.get("tags", []) for cell in nb.cells)
+
+
+class Router:
+    """Local requests pass, the MathJax CDN is answered from disk, the rest gets an empty body.
+
+    The machine has no network: a script from a CDN (e.g. the ipywidgets embedder that
+    myst-nb adds to a page whose notebook stores widget state) would fail to load and log a
+    console error that a reader online never sees. Those URLs, and console errors about them
+    (an empty body fails a script's integrity check), are listed, not failed.
+    """
+
+    def __init__(self, base: str):
+        self.base = base
+        self.blocked: set[str] = set()
+        self.offline_errors: list[str] = []
+
+    def explains(self, text: str, url: str) -> bool:
+        """Whether a console error is about a resource answered offline (e.g. its integrity)."""
+        return any(blocked in text or blocked == url for blocked in self.blocked)
+
+    def __call__(self, route):
+        url = route.request.url
+        if url.startswith(self.base):
+            route.continue_()
+        elif url.startswith(MATHJAX_CDN):
+            local = MATHJAX_LOCAL / urlparse(url).path.removeprefix(urlparse(MATHJAX_CDN).path)
+            if local.is_file():
+                route.fulfill(path=str(local))
+            else:
+                self.blocked.add(url)
+                route.abort()
+        else:  # offline: answer with an empty body, as if the resource had no content
+            self.blocked.add(url)
+            route.fulfill(status=200, body="", content_type=mimetypes.guess_type(url)[0])
+
+
+def check_page(context, router: "Router", base: str, page: str) -> tuple[list[str], str]:
+    problems: list[str] = []
+    tab = context.new_page()
+    def on_console(message):
+        if message.type != "error":
+            return
+        if router.explains(message.text, message.location.get("url", "")):
+            router.offline_errors.append(f"{page}: {message.text[:160]}")
+        else:
+            problems.append(f"コンソールのエラー：{message.text}")
+
+    tab.on("console", on_console)
+    tab.on("pageerror", lambda e: problems.append(f"JavaScript の例外：{e}"))
+    tab.on("requestfailed", lambda r: problems.append(
+        f"読み込み失敗：{r.url}（{r.failure}）") if r.url.startswith(base) else None)
+    tab.on("response", lambda r: problems.append(f"HTTP {r.status}：{r.url}")
+           if r.url.startswith(base) and r.status >= 400 else None)
+    start = time.perf_counter()
+    tab.goto(f"{base}/{page}.html", wait_until="load")
+
+    images = tab.evaluate(IMAGES_JS)
+    problems += [f"画像が読み込めません：{src}" for src in images["broken"]]
+
+    math = tab.evaluate(MATH_JS)
+    problems += [f"数式が描画されていません：{text!r}" for text in math["unrendered"]]
+    problems += [f"数式の記号がそのまま残っています：{text!r}" for text in math["raw"]]
+    if math["errors"]:
+        problems.append(f"MathJax のエラーが {math['errors']} 個あります")
+
+    widgets = tab.evaluate(WIDGETS_JS)
+    want = expected_widgets(page)
+    if len(widgets) != want:
+        problems.append(f"ウィジェットの図が {len(widgets)} 個です"
+                        f"（ノートブックのタグ {WIDGET_TAG}：{want} 個）")
+    for number, widget in enumerate(widgets, start=1):
+        if not widget["images"] or 0 in widget["images"]:
+            problems.append(f"ウィジェット {number} の図が表示されていません")
+        for word in ("Binder", "Colab"):
+            if word not in widget["text"]:
+                problems.append(f"ウィジェット {number} の説明に {word} がありません")
+
+    SCREENSHOTS.mkdir(exist_ok=True)
+    tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}.png"), full_page=True)
+    tab.close()
+    summary = (f"画像 {images['count']}、数式 {math['count']}、ウィジェット {len(widgets)}、"
+               f"{time.perf_counter() - start:.1f} 秒")
+    return problems, summary
+
+
+def check_search(context, base: str) -> list[str]:
+    problems = []
+    tab = context.new_page()
+    for term in SEARCH_TERMS:
+        tab.goto(f"{base}/search.html?q={quote(term)}", wait_until="load")
+        try:  # searchtools.js sets the title to "Search Results" once the search has finished
+            tab.wait_for_function(
+                "() => { const h = document.querySelector('#search-results h2');"
+                " return h && h.textContent.startsWith(_('Search Results')); }",
+                timeout=20_000)
+        except Exception:  # noqa: BLE001 - a timeout is reported as a problem
+            problems.append(f"検索「{term}」が終わりません")
+            continue
+        hrefs = tab.eval_on_selector_all("#search-results ul.search li a",
+                                         "links => links.map(a => a.getAttribute('href'))")
+        if not any(SEARCH_PAGE in href for href in hrefs):
+            problems.append(f"検索「{term}」の結果に {SEARCH_PAGE} がありません：{hrefs}")
+        else:
+            print(f"  検索「{term}」：{len(hrefs)} 件、{SEARCH_PAGE} を含む")
+    tab.screenshot(path=str(SCREENSHOTS / "search.png"), full_page=True)
+    tab.close()
+    return problems
+
+
+def main(site: Path) -> int:
+    if not (site / "index.html").exists():
+        print(f"問題: {site} に本がありません（make build を先に）", file=sys.stderr)
+        return 1
+    if not Path(CHROMIUM).exists():
+        print(f"問題: {CHROMIUM} がありません（Debian なら apt-get install chromium）",
+              file=sys.stderr)
+        return 1
+    if not (MATHJAX_LOCAL / "tex-mml-chtml.js").exists():
+        print(f"問題: {MATHJAX_LOCAL} がありません（tests/browser で npm ci）", file=sys.stderr)
+        return 1
+    server = serve(site)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    router = Router(base)
+    failed: list[str] = []
+    failed_checks = 0
+    start = time.perf_counter()
+    fonts_dir = tempfile.TemporaryDirectory()
+    env = {**os.environ, "FONTCONFIG_FILE": str(fontconfig_with_japanese(Path(fonts_dir.name)))}
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, env=env)
+            context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="ja-JP")
+            context.set_default_timeout(30_000)
+            context.route("**/*", router)
+            pages = toc_pages()
+            for page in pages:
+                problems, summary = check_page(context, router, base, page)
+                print(f"  {'OK' if not problems else '失敗'} {page}（{summary}）")
+                failed += [f"{page}: {p}" for p in problems]
+                failed_checks += bool(problems)
+            search_problems = check_search(context, base)
+            failed += [f"search: {p}" for p in search_problems]
+            failed_checks += bool(search_problems)
+            browser.close()
+    finally:
+        server.shutdown()
+        fonts_dir.cleanup()
+    for url in sorted(router.blocked):
+        print(f"  外部への要求（オフラインのため空で応答）：{url}")
+    for error in router.offline_errors:
+        print(f"  そのためのコンソールのエラー（数えない）：{error}")
+    for problem in failed:
+        print("問題:", problem, file=sys.stderr)
+    seconds = time.perf_counter() - start
+    print(f"browser: {len(pages) + 1 - failed_checks} passed, {failed_checks} failed")
+    if failed:
+        print(f"ブラウザの検査：{len(failed)} 個の問題（{seconds:.0f} 秒）", file=sys.stderr)
+        return 1
+    print(f"ブラウザの検査：{len(pages)} ページと検索 OK（{seconds:.0f} 秒、"
+          f"スクリーンショットは {SCREENSHOTS.relative_to(ROOT)}/）")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "_build" / "html"))

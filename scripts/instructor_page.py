@@ -1,0 +1,283 @@
+"""The generated parts of the 講師向け page, read from the notebooks at build time.
+
+A local Sphinx extension (``_config.yml`` → ``sphinx.local_extensions``) that adds the
+directive ``course-table``; ``book/instructor.md`` uses it three times::
+
+    ```{course-table} exercises
+    ```
+    ```{course-table} time
+    ```
+    ```{course-table} launch
+    ```
+
+- ``exercises``: per chapter (title = the notebook's first ``# `` heading), every exercise
+  with its label, kind, minutes and the first sentence of its task. The task text starts
+  with a bold line ``**（実装・約 20 分）**`` (or, without minutes, ``**（実装）**``).
+- ``time``: the rule of the time estimate and, per chapter, reading time + exercise minutes.
+- ``launch``: the Binder and Colab URL patterns and each chapter's links, all derived from
+  ``repository`` and ``launch_buttons`` in ``_config.yml``.
+
+Every notebook and ``_config.yml`` are recorded as dependencies of the page, so an
+incremental build regenerates it when a chapter changes.
+
+Usage: python scripts/instructor_page.py   prints the generated Markdown.
+"""
+
+import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import nbformat
+import yaml
+
+try:
+    from scripts.check_site import toc_pages
+except ImportError:  # loaded by Sphinx or run as a script: scripts/ is on sys.path
+    from check_site import toc_pages
+
+ROOT = Path(__file__).resolve().parent.parent
+CHARS_PER_MINUTE = 400  # reading speed for Japanese technical prose (characters per minute)
+MINUTES_PER_CODE_CELL = 1  # run a cell and read what it prints or draws
+EXERCISES_HEADING = "## 練習問題"
+HIDDEN_TAGS = {"remove-cell"}  # cells the book does not show (e.g. the Colab install cell)
+FENCE_OPEN = re.compile(r"^ {0,3}(?:`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
+HEAD = re.compile(r"^\*\*（(?P<kind>[^・）]+)(?:・約\s*(?P<minutes>\d+)\s*分)?）\*\*\s*")
+SENTENCE = re.compile(r"^.*?[。？！]")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    label: str
+    kind: str | None  # 実装 / 考える; None if the task has no bold head line
+    minutes: int | None  # None if the head line gives none
+    first_sentence: str
+
+
+@dataclass(frozen=True)
+class Chapter:
+    page: str  # e.g. notebooks/01_attention_review
+    title: str
+    prose_chars: int  # non-space characters of the markdown before 練習問題
+    code_cells: int  # code cells before 練習問題 that the book shows
+    exercises: tuple[Exercise, ...]
+
+    @property
+    def reading_minutes(self) -> int:
+        return math.ceil(self.prose_chars / CHARS_PER_MINUTE) + (
+            MINUTES_PER_CODE_CELL * self.code_cells)
+
+    @property
+    def exercise_minutes(self) -> int | None:
+        minutes = [e.minutes for e in self.exercises]
+        return None if None in minutes else sum(minutes)
+
+    @property
+    def total_minutes(self) -> int | None:
+        ex = self.exercise_minutes
+        return None if ex is None else self.reading_minutes + ex
+
+
+def parse_exercises(markdown: str) -> list[Exercise]:
+    """Every exercise directive (one-cell or start/end form) in a chapter's markdown."""
+    lines = markdown.split("\n")
+    exercises = []
+    for i, line in enumerate(lines):
+        opening = FENCE_OPEN.match(line)
+        if not opening or opening["name"] not in ("exercise", "exercise-start"):
+            continue
+        label, j = None, i + 1
+        while j < len(lines) and re.match(r"^:[\w-]+:", lines[j]):  # directive options
+            label = lines[j].split(":", 2)[2].strip() if lines[j].startswith(":label:") else label
+            j += 1
+        if j < len(lines) and re.fullmatch(r" {0,3}(`{3,}|:{3,})\s*", lines[j]):
+            j += 1  # the fence that closes exercise-start's own options
+        body = []
+        while j < len(lines) and lines[j].strip() and not FENCE_OPEN.match(lines[j]) and not (
+            re.fullmatch(r" {0,3}(`{3,}|:{3,})\s*", lines[j])
+        ):
+            body.append(lines[j].strip())
+            j += 1
+        paragraph = "".join(body)  # Japanese: a line break inside a paragraph is no space
+        head = HEAD.match(paragraph)
+        task = paragraph[head.end():] if head else paragraph
+        sentence = SENTENCE.match(task)
+        exercises.append(Exercise(
+            label=label or "（ラベルなし）",
+            kind=head["kind"] if head else None,
+            minutes=int(head["minutes"]) if head and head["minutes"] else None,
+            first_sentence=sentence.group(0) if sentence else task,
+        ))
+    return exercises
+
+
+def read_chapter(path: Path, page: str | None = None) -> Chapter:
+    nb = nbformat.read(path, as_version=4)
+    title, prose, code_cells, reading = None, [], 0, True
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            if title is None and (m := re.search(r"^# (.+)$", cell.source, re.MULTILINE)):
+                title = m.group(1).strip()
+            if reading:
+                before, heading, _ = cell.source.partition(EXERCISES_HEADING)
+                prose.append(before)
+                reading = not heading
+        elif cell.cell_type == "code" and reading and not HIDDEN_TAGS & set(
+                cell.metadata.get("tags", [])):
+            code_cells += 1
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    return Chapter(
+        page=page or f"notebooks/{path.stem}",
+        title=title or path.stem,
+        prose_chars=sum(len(re.sub(r"\s", "", text)) for text in prose),
+        code_cells=code_cells,
+        exercises=tuple(parse_exercises(markdown)),
+    )
+
+
+def chapters(root: Path = ROOT) -> list[Chapter]:
+    """Every notebook chapter of ``_toc.yml``, in book order."""
+    return [read_chapter(root / f"{page}.ipynb", page)
+            for page in toc_pages() if (root / f"{page}.ipynb").exists()]
+
+
+def _doc(chapter: Chapter) -> str:
+    return f"{{doc}}`{chapter.title} </{chapter.page}>`"
+
+
+def exercises_markdown(chs: list[Chapter]) -> str:
+    parts = []
+    for ch in chs:
+        rows = [f"**{_doc(ch)}**", ""]
+        for ex in ch.exercises:
+            minutes = f"約 {ex.minutes} 分" if ex.minutes is not None else "時間は未記入"
+            kind = ex.kind or "種類は未記入"
+            link = f"{{ref}}`{ex.label} <{ex.label}>`"
+            rows.append(f"- {link}（{kind}・{minutes}）：{ex.first_sentence}")
+        parts.append("\n".join(rows))
+    return "\n\n".join(parts)
+
+
+def time_markdown(chs: list[Chapter]) -> str:
+    rule = (
+        f"目安の計算方法：読む時間は、練習問題より前の本文（Markdown）の文字数（空白を除く）を"
+        f" 1 分あたり {CHARS_PER_MINUTE} 文字で割って切り上げた分数に、本に表示される"
+        f"コードセル 1 個につき {MINUTES_PER_CODE_CELL} 分（実行して出力や図を読む時間）を"
+        "足したものです。"
+        f"練習問題の時間は、各問題の見出しに書かれた分数の合計です。"
+    )
+    rows = ["| 章 | 本文の文字数 | コードセル | 読む時間 | 練習問題 | 合計 |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for ch in chs:
+        ex = ch.exercise_minutes
+        total = ch.total_minutes
+        rows.append(
+            f"| {_doc(ch)} | {ch.prose_chars} | {ch.code_cells} | 約 {ch.reading_minutes} 分 "
+            f"| {'未記入あり' if ex is None else f'約 {ex} 分'} "
+            f"| {'—' if total is None else f'約 {total} 分'} |")
+    known = [ch.total_minutes for ch in chs]
+    if chs and None not in known:
+        rows.append(f"| **全章** | | | | | **約 {sum(known)} 分** |")
+    return rule + "\n\n" + "\n".join(rows)
+
+
+@dataclass(frozen=True)
+class Launch:
+    owner: str
+    repo: str
+    branch: str
+    path_to_book: str
+    binderhub_url: str
+    colab_url: str
+    interface: str
+
+    def binder(self, notebook: str) -> str:
+        where = "lab/tree" if self.interface == "jupyterlab" else "tree"
+        return (f"{self.binderhub_url.rstrip('/')}/v2/gh/{self.owner}/{self.repo}/{self.branch}"
+                f"?urlpath={where}/{self._path(notebook)}")
+
+    def colab(self, notebook: str) -> str:
+        return (f"{self.colab_url.rstrip('/')}/github/{self.owner}/{self.repo}/blob/{self.branch}/"
+                f"{self._path(notebook)}")
+
+    def _path(self, notebook: str) -> str:
+        return f"{self.path_to_book.strip('/')}/{notebook}".lstrip("/")
+
+
+def launch_config(root: Path = ROOT) -> Launch:
+    """Repository and launch settings of ``_config.yml`` (the one repository URL)."""
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    repository, buttons = config.get("repository", {}), config.get("launch_buttons", {})
+    owner, repo = urlparse(repository["url"]).path.strip("/").removesuffix(".git").split("/")[:2]
+    return Launch(
+        owner=owner, repo=repo, branch=repository.get("branch", "main"),
+        path_to_book=repository.get("path_to_book") or "",
+        binderhub_url=buttons.get("binderhub_url", "https://mybinder.org"),
+        colab_url=buttons.get("colab_url", "https://colab.research.google.com"),
+        interface=buttons.get("notebook_interface", "classic"),
+    )
+
+
+def launch_markdown(chs: list[Chapter], launch: Launch) -> str:
+    folder = str(Path(chs[0].page).parent) if chs else "notebooks"
+    pattern = f"{folder}/<ノートブック>"
+    rows = [
+        "Binder：", "", "```text", launch.binder(pattern), "```", "",
+        "Colab：", "", "```text", launch.colab(pattern), "```", "",
+    ]
+    if chs:
+        rows += [f"`<ノートブック>` には `{Path(chs[0].page).name}.ipynb` のような"
+                 "ファイル名が入ります。章ごとのリンクは次のとおりです。", ""]
+    rows += ["| 章 | Binder | Colab |", "| --- | --- | --- |"]
+    for ch in chs:
+        path = f"{ch.page}.ipynb"
+        rows.append(f"| {_doc(ch)} | [Binder で開く]({launch.binder(path)}) "
+                    f"| [Colab で開く]({launch.colab(path)}) |")
+    return "\n".join(rows)
+
+
+def generate(part: str, root: Path = ROOT) -> str:
+    chs = chapters(root)
+    if part == "exercises":
+        return exercises_markdown(chs)
+    if part == "time":
+        return time_markdown(chs)
+    if part == "launch":
+        return launch_markdown(chs, launch_config(root))
+    raise ValueError(f"part={part!r} は exercises, time, launch のどれかです")
+
+
+def setup(app):
+    from docutils import nodes
+    from docutils.statemachine import StringList
+    from sphinx.util.docutils import SphinxDirective
+
+    class CourseTable(SphinxDirective):
+        required_arguments = 1
+
+        def run(self):
+            part = self.arguments[0]
+            for page in toc_pages():
+                if (ROOT / f"{page}.ipynb").exists():
+                    self.env.note_dependency(str(ROOT / f"{page}.ipynb"))
+            self.env.note_dependency(str(ROOT / "_config.yml"))
+            self.env.note_dependency(str(ROOT / "_toc.yml"))
+            try:
+                text = generate(part)
+            except ValueError as err:
+                raise self.error(str(err)) from err
+            container = nodes.container(classes=["course-table", f"course-table-{part}"])
+            self.state.nested_parse(StringList(text.split("\n"), source=self.get_source_info()[0]),
+                                    self.content_offset, container)
+            return [container]
+
+    app.add_directive("course-table", CourseTable)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    for name in ("exercises", "time", "launch"):
+        print(f"<!-- {name} -->\n{generate(name)}\n")
+    sys.exit(0)

@@ -1,0 +1,279 @@
+"""Write the student edition: every chapter in ``_toc.yml`` without its solutions.
+
+Usage:
+    python scripts/make_student.py [OUT]          write OUT/NN_slug.ipynb (default OUT: student/)
+    python scripts/make_student.py --test [OUT]   write them, then prove them: no solution left,
+                                                  and each runs top to bottom without an error
+
+What a student notebook keeps and loses (nbconvert preprocessors, applied in this order):
+
+1. ``SolutionCodePreprocessor``: a code cell tagged ``solution`` whose code has nbgrader-style
+   markers keeps everything outside ``### BEGIN SOLUTION`` / ``### END SOLUTION``; each marked
+   block (markers included) becomes a ``raise NotImplementedError(...)`` stub at the marker's
+   indentation, and the cell loses the tag. Cells tagged ``solution`` without markers keep
+   the tag and are removed in step 3.
+2. ``SolutionMarkdownPreprocessor``: markdown cells that open or close a solution
+   (``{solution-start}`` / ``{solution-end}``) and every markdown cell between them are
+   marked for removal; a one-cell ``{solution}`` block is cut out of its cell.
+3. ``TagRemovePreprocessor`` removes the cells marked in steps 1-2.
+4. ``ClearOutputPreprocessor`` clears outputs and execution counts.
+5. ``StudentNotePreprocessor`` keeps only the kernelspec and language of the notebook
+   metadata and puts a short note at the top.
+"""
+
+import re
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from nbconvert.preprocessors import (
+    ClearOutputPreprocessor,
+    Preprocessor,
+    TagRemovePreprocessor,
+)
+
+try:
+    from scripts.check_site import toc_pages
+except ImportError:  # run as `python scripts/make_student.py`: scripts/ is on sys.path
+    from check_site import toc_pages
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION_TAG = "solution"
+REMOVE_TAG = "student-remove"
+BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\s*$")
+END = re.compile(r"^[ \t]*#+\s*END SOLUTION\s*$")
+STUB_COMMENT = "# ここにあなたの実装を書きます"
+STUB = 'raise NotImplementedError("ここを実装してください")'
+NOTE = (
+    "> **学生版**：このノートブックには解答は含まれていません。\n"
+    "> 実装する練習問題では、`raise NotImplementedError(\"ここを実装してください\")` の行を\n"
+    "> あなたのコードに置き換えてください。そのあとのセルの自己チェック\n"
+    "> （`check_…` で始まる関数）が、正しいかどうかの判定と、\n"
+    "> 間違っていればよくある原因を表示します。\n"
+    "> 実装する前に実行すると、自己チェックは「未実装」と表示します。これはエラーではありません。"
+)
+NOTE_MARK = "**学生版**"
+# An opening fence of a directive: ```{name} or :::{name} (any length of 3 or more).
+FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
+
+
+def _fence_closes(line: str, fence: str) -> bool:
+    """CommonMark: a closing fence is the same character, at least as long, and nothing else."""
+    stripped = line.strip()
+    return (
+        len(line) - len(line.lstrip(" ")) <= 3
+        and len(stripped) >= len(fence)
+        and set(stripped) == {fence[0]}
+    )
+
+
+def stub_solution_code(source: str, where: str = "") -> str | None:
+    """Replace each marked block of ``source`` by a stub; None if the code has no markers.
+
+    ``where`` names the cell in the error raised for unbalanced markers.
+    """
+    lines = source.split("\n")
+    if not any(BEGIN.match(line) or END.match(line) for line in lines):
+        return None
+    out, indent = [], None
+    for number, line in enumerate(lines, start=1):
+        begin = BEGIN.match(line)
+        if begin:
+            if indent is not None:
+                raise ValueError(f"{where} {number} 行目：BEGIN SOLUTION が閉じる前に"
+                                 "もう一度 BEGIN SOLUTION があります")
+            indent = begin["indent"]
+        elif END.match(line):
+            if indent is None:
+                raise ValueError(f"{where} {number} 行目：BEGIN SOLUTION のない END SOLUTION です")
+            out += [indent + STUB_COMMENT, indent + STUB]
+            indent = None
+        elif indent is None:
+            out.append(line)
+    if indent is not None:
+        raise ValueError(f"{where}BEGIN SOLUTION に対応する END SOLUTION がありません")
+    return "\n".join(out)
+
+
+def remove_solution_blocks(source: str) -> str:
+    """Cut every one-cell ``{solution}`` directive block out of a markdown source."""
+    lines = source.split("\n")
+    out, fence = [], None
+    for line in lines:
+        if fence is not None:
+            if _fence_closes(line, fence):
+                fence = None
+            continue
+        opening = FENCE_OPEN.match(line)
+        if opening and opening["name"] == "solution":
+            fence = opening["fence"]
+            continue
+        out.append(line)
+    text = "\n".join(out)
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+
+def _directive_names(source: str) -> set[str]:
+    return {m["name"] for line in source.split("\n") if (m := FENCE_OPEN.match(line))}
+
+
+def _add_tag(cell, tag: str) -> None:
+    tags = cell.metadata.setdefault("tags", [])
+    if tag not in tags:
+        tags.append(tag)
+
+
+class SolutionCodePreprocessor(Preprocessor):
+    """Stub the marked part of ``solution`` code cells; leave unmarked ones to be removed."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and SOLUTION_TAG in cell.metadata.get("tags", []):
+            where = f"{resources.get('name', 'ノートブック')} のセル {index}："
+            stubbed = stub_solution_code(cell.source, where)
+            if stubbed is not None:
+                cell.source = stubbed
+                cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != SOLUTION_TAG]
+                if not cell.metadata["tags"]:
+                    del cell.metadata["tags"]
+                resources.setdefault("stubbed_cells", []).append(cell.id)
+        return cell, resources
+
+
+class SolutionMarkdownPreprocessor(Preprocessor):
+    """Mark solution-start ... solution-end markdown for removal; cut one-cell solutions."""
+
+    def preprocess(self, nb, resources):
+        self._inside = False
+        nb, resources = super().preprocess(nb, resources)
+        if self._inside:
+            raise ValueError(f"{resources.get('name', 'ノートブック')}：solution-start に"
+                             "対応する solution-end がありません")
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "markdown":
+            return cell, resources
+        names = _directive_names(cell.source)
+        if self._inside or "solution-start" in names:
+            _add_tag(cell, REMOVE_TAG)
+            self._inside = "solution-end" not in names
+        elif "solution" in names:
+            cell.source = remove_solution_blocks(cell.source)
+            if not cell.source.strip():
+                _add_tag(cell, REMOVE_TAG)
+        return cell, resources
+
+
+class StudentNotePreprocessor(Preprocessor):
+    """Keep only the kernelspec and language metadata; put the student note on top."""
+
+    def preprocess(self, nb, resources):
+        nb.metadata = nbformat.NotebookNode(
+            {key: nb.metadata[key] for key in ("kernelspec", "language_info") if key in nb.metadata}
+        )
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(NOTE))
+        return nb, resources
+
+
+def student_notebook(nb, name: str = "ノートブック"):
+    """The student edition of ``nb`` (a new notebook) and the ids of the stubbed cells."""
+    nb = nbformat.from_dict(nb)  # a deep copy: the full edition stays untouched
+    resources = {"name": name}
+    steps = [
+        SolutionCodePreprocessor(),
+        SolutionMarkdownPreprocessor(),
+        TagRemovePreprocessor(remove_cell_tags={SOLUTION_TAG, REMOVE_TAG}),
+        ClearOutputPreprocessor(),
+        StudentNotePreprocessor(),
+    ]
+    for step in steps:
+        nb, resources = step.preprocess(nb, resources)
+    nbformat.validate(nb)
+    return nb, resources.get("stubbed_cells", [])
+
+
+def leftovers(nb) -> list[str]:
+    """What a student notebook must not contain: any trace of a solution, or any output."""
+    found = []
+    if not nb.cells or NOTE_MARK not in nb.cells[0].source:
+        found.append("先頭に学生版の注記がありません")
+    for index, cell in enumerate(nb.cells):
+        where = f"セル {index}"
+        if SOLUTION_TAG in cell.metadata.get("tags", []):
+            found.append(f"{where}：タグ solution が残っています")
+        for marker in ("BEGIN SOLUTION", "END SOLUTION"):
+            if marker in cell.source:
+                found.append(f"{where}：{marker} が残っています")
+        if cell.cell_type == "markdown" and _directive_names(cell.source) & {
+            "solution", "solution-start", "solution-end"
+        }:
+            found.append(f"{where}：解答のブロックが残っています")
+        if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None):
+            found.append(f"{where}：出力が残っています")
+    return found
+
+
+def chapters() -> list[Path]:
+    """Every notebook listed in ``_toc.yml``, in book order."""
+    paths = [ROOT / f"{page}.ipynb" for page in toc_pages()]
+    return [path for path in paths if path.exists()]
+
+
+def write_student_edition(out_dir: Path) -> list[tuple[Path, list[str]]]:
+    """Write the student edition of every chapter; return each path with its stubbed cells."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in chapters():
+        nb, stubbed = student_notebook(nbformat.read(source, as_version=4), source.name)
+        target = out_dir / source.name
+        nbformat.write(nb, target)
+        written.append((target, stubbed))
+    return written
+
+
+def run_student_notebook(path: Path, stubbed: list[str]) -> list[str]:
+    """Execute a student notebook in memory (the file stays clean); return the problems."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        return [f"実行中にエラーが出ました：\n{err}"]
+    problems = []
+    for cell in nb.cells:
+        if cell.get("id") in stubbed and "check_" in cell.source:
+            shown = "".join(out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
+                            for out in cell.outputs)
+            if "未実装" not in shown:
+                problems.append(f"自己チェックが「未実装」と表示しません：{cell.source[:80]!r}")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    test = "--test" in argv
+    args = [a for a in argv if a != "--test"]
+    out_dir = Path(args[0]) if args else ROOT / "student"
+    written = write_student_edition(out_dir)
+    print(f"学生版：{len(written)} 章を {out_dir} に書きました")
+    if not test:
+        return 0
+    failed = False
+    for path, stubbed in written:
+        start = time.perf_counter()
+        problems = leftovers(nbformat.read(path, as_version=4))
+        problems += run_student_notebook(path, stubbed)
+        seconds = time.perf_counter() - start
+        for problem in problems:
+            print(f"問題: {path.name}: {problem}", file=sys.stderr)
+        failed = failed or bool(problems)
+        status = "失敗" if problems else "OK"
+        print(f"  {path.name}: {status}（スタブ {len(stubbed)} 個、実行 {seconds:.1f} 秒）")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -35,7 +35,7 @@ book: warm
 test: lint unit nbval student-test build
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff check src tests scripts benchmarks
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests

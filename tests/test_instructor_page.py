@@ -4,7 +4,6 @@ The parser runs on the fixture notebook (tests/fixtures/99_student_fixture.ipynb
 in the start/end and one-cell forms, with and without minutes) and on every real chapter.
 """
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -128,13 +127,6 @@ def test_every_exercise_states_its_kind(chapter):
             "**（考える・約 10 分）** で始めてください")
 
 
-# Chapter 01 gets its minutes in the same change that adds attnlab.checks (issue 5, the
-# other branch). Until then this test must fail (strict xfail); from then on it is enforced.
-CHECKS_MERGED = importlib.util.find_spec("attnlab.checks") is not None
-
-
-@pytest.mark.xfail(not CHECKS_MERGED, strict=True,
-                   reason="第 01 章の所要時間は attnlab.checks と同じ変更で入る")
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.page)
 def test_every_exercise_states_its_minutes(chapter):
     missing = [e.label for e in chapter.exercises if e.minutes is None]

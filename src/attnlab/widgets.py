@@ -454,18 +454,19 @@ def softmax_sharpness_plot() -> tuple[Figure, Callable[..., None]]:
     stems = LineCollection([])
     ax_one.add_collection(stems)
     uniform_one = ax_one.axhline(0.0, color=GREY, linestyle=":", label="一様な重み")
-    ax_one.set(xlim=(0, 1), ylim=(0, 1), xticks=[], yticks=[0, 0.5, 1],
+    # ylim above 1 leaves headroom for the legend, so a weight of 1 never hides under it
+    ax_one.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[], yticks=[0, 0.5, 1],
                xlabel="キー（左から順に）", ylabel="重み", title="1 つのクエリの重み")
-    legend_one = ax_one.legend(loc="upper right", fontsize=8)
+    legend_one = ax_one.legend(loc="upper left", fontsize=8)
 
     bars = ax_max.bar(_BINS[:-1], np.zeros(len(_BINS) - 1), width=np.diff(_BINS),
                       align="edge")
     mean_line = ax_max.axvline(0.0, color="black", linestyle="--", label="平均")
     uniform_max = ax_max.axvline(0.0, color=GREY, linestyle=":", label="一様な重み")
-    ax_max.set(xlim=(0, 1), ylim=(0, 1), xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
+    ax_max.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
                xlabel="最大の重み", ylabel="クエリの割合",
                title=f"{SHARPNESS_TRIALS} 個のクエリの最大の重み")
-    legend_max = ax_max.legend(loc="upper center", fontsize=8)
+    legend_max = ax_max.legend(loc="upper left", fontsize=8, ncols=2)
     mean_label = legend_max.get_texts()[0]
     changing = [heading, stems, uniform_one, legend_one, *bars, mean_line, uniform_max,
                 legend_max]

@@ -5,8 +5,6 @@ the argument and its value. Shapes use the vocabulary of the package docstring.
 """
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -120,37 +118,21 @@ def _check_bias(bias, scores_shape: tuple[int, ...], target: str) -> np.ndarray:
     return bias
 
 
-def _softmax_rows_inplace(rows: np.ndarray) -> None:
-    """Stable softmax of every row of a C-contiguous 2-D array, in place."""
-    rows -= rows.max(axis=-1, keepdims=True)  # every row keeps a finite maximum
-    np.exp(rows, out=rows)
-    rows *= 1.0 / rows.sum(axis=-1, keepdims=True)  # one division per row, not per score
-
-
-# Below this many scores one thread is faster than starting a second one.
-_PARALLEL_SOFTMAX_MIN_SIZE = 1 << 20
-
-
 def _scores_to_weights(scores: np.ndarray, mask, bias) -> np.ndarray:
     """Add ``bias``, hide masked keys and take the softmax over keys, all in place.
 
-    ``scores`` (..., Tq, Tk), C-contiguous, is overwritten and returned as the weights;
-    ``mask`` and ``bias`` are already checked. Same arithmetic as :func:`softmax`. Large
-    arrays are cut into blocks of whole rows and the blocks run in threads: numpy's
-    element-wise loops use one core each, and every row is computed exactly as it would
-    be alone, so the result does not depend on the number of threads.
+    ``scores`` (..., Tq, Tk) is overwritten and returned as the weights; ``mask`` and
+    ``bias`` are already checked. Same arithmetic as :func:`softmax`, without its
+    temporary arrays: for large inputs these passes over the scores are most of what
+    attention costs beyond its matrix products.
     """
     if bias is not None:
         scores += bias  # float32 scores stay float32
     if mask is not None:
         np.copyto(scores, -np.inf, where=~mask)
-    rows = scores.reshape(-1, scores.shape[-1])  # (rows, Tk), a view
-    n_threads = min(os.cpu_count() or 1, rows.shape[0])
-    if scores.size < _PARALLEL_SOFTMAX_MIN_SIZE or n_threads < 2:
-        _softmax_rows_inplace(rows)
-    else:
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(_softmax_rows_inplace, np.array_split(rows, n_threads)))
+    scores -= scores.max(axis=-1, keepdims=True)  # every row keeps a finite maximum
+    np.exp(scores, out=scores)
+    scores *= 1.0 / scores.sum(axis=-1, keepdims=True)  # one division per row, not per score
     return scores
 
 
@@ -494,11 +476,14 @@ def multi_head_attention(
     *lead, T, D = x.shape
     group = n_heads // n_kv_heads  # query heads per K/V head
 
-    q = x @ w_q  # (..., T, D)
+    # The projections treat every token of every batch row alike: one (B·T, D) matrix
+    # product each, which BLAS runs faster than B separate (T, D) products.
+    rows = x.reshape(-1, D)  # (B·T, D)
+    q = (rows @ w_q).reshape(*lead, T, D)  # (..., T, D)
     q *= 1.0 / math.sqrt(d_head)  # scale the queries: T·D numbers instead of H·T² scores
     q = split_heads(q, n_heads)  # (..., H, T, Dh)
-    k = split_heads(x @ w_k, n_kv_heads)  # (..., Hkv, T, Dh)
-    v = split_heads(x @ w_v, n_kv_heads)  # (..., Hkv, T, Dh)
+    k = split_heads((rows @ w_k).reshape(*lead, T, -1), n_kv_heads)  # (..., Hkv, T, Dh)
+    v = split_heads((rows @ w_v).reshape(*lead, T, -1), n_kv_heads)  # (..., Hkv, T, Dh)
     if rope is not None:
         q = rope.apply(q, positions)  # (..., H, T, Dh)
         k = rope.apply(k, positions)  # (..., Hkv, T, Dh)
@@ -507,10 +492,16 @@ def multi_head_attention(
     # matrix product per K/V head serves the whole group.
     q = q.reshape(*lead, n_kv_heads, group * T, d_head)  # (..., Hkv, G·T, Dh)
     scores = q @ k.swapaxes(-1, -2)  # (..., Hkv, G·T, T), already divided by √Dh
+    # Each `del` hands an array's memory back as soon as it is no longer needed, so the
+    # next array reuses it: fewer fresh pages from the OS, which are slow to touch.
+    del q, k
     attn = _scores_to_weights(scores.reshape(*lead, n_heads, T, T), mask, bias)  # (..., H, T, T)
     heads_out = attn.reshape(*lead, n_kv_heads, group * T, T) @ v  # (..., Hkv, G·T, Dh)
-    heads_out = heads_out.reshape(*lead, n_heads, T, d_head)  # (..., H, T, Dh)
-    return merge_heads(heads_out) @ w_o, attn  # (..., T, D), (..., H, T, T)
+    del v
+    concat = merge_heads(heads_out.reshape(*lead, n_heads, T, d_head))  # (..., T, D)
+    del heads_out
+    out = (concat.reshape(-1, D) @ w_o).reshape(*lead, T, D)  # (..., T, D)
+    return out, attn  # (..., T, D), (..., H, T, T)
 
 
 def multi_head_attention_loop(

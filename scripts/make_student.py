@@ -116,6 +116,36 @@ def remove_solution_blocks(source: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
 
 
+EXERCISE_HEADING = "### 練習問題 {label}"
+ANSWER_CELL = "**あなたの答え**：このセルをダブルクリックして書いてください。"
+
+
+def plain_exercise_fences(source: str) -> str:
+    """Write exercise directives as a plain heading followed by the task text.
+
+    ``{exercise-start}`` becomes the heading, ``{exercise-end}`` goes, and a one-cell
+    ``{exercise}`` block becomes the heading and its body. In the book these fences make a
+    numbered exercise box; in Jupyter they would show as raw MyST.
+    """
+    out, fence, label = [], None, None
+    for line in source.split("\n"):
+        if fence is not None:
+            if _fence_closes(line, fence):
+                fence = None
+            elif line.strip().startswith(":label:"):
+                label = line.split(":label:", 1)[1].strip()
+                out += [EXERCISE_HEADING.format(label=label).rstrip(), ""]
+            elif not line.strip().startswith(":"):  # other options (:class: …) go
+                out.append(line)
+            continue
+        opening = FENCE_OPEN.match(line)
+        if opening and opening["name"] in ("exercise", "exercise-start", "exercise-end"):
+            fence = opening["fence"]
+            continue
+        out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n")
+
+
 def _directive_names(source: str) -> set[str]:
     return {m["name"] for line in source.split("\n") if (m := FENCE_OPEN.match(line))}
 
@@ -167,6 +197,26 @@ class SolutionMarkdownPreprocessor(Preprocessor):
         return cell, resources
 
 
+class ExercisePreprocessor(Preprocessor):
+    """Plain headings instead of exercise fences; an answer cell after each think-exercise."""
+
+    def preprocess(self, nb, resources):
+        cells, task = [], ""
+        for cell in nb.cells:
+            names = _directive_names(cell.source) if cell.cell_type == "markdown" else set()
+            if names & {"exercise", "exercise-start"}:
+                task = ""
+            if cell.cell_type == "markdown":
+                task += cell.source
+                if names & {"exercise", "exercise-start", "exercise-end"}:
+                    cell.source = plain_exercise_fences(cell.source)
+            cells.append(cell)
+            if names & {"exercise", "exercise-end"} and "（考える" in task:
+                cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL))
+        nb.cells = cells
+        return nb, resources
+
+
 class StudentNotePreprocessor(Preprocessor):
     """Keep only the kernelspec and language metadata; put the student note on top."""
 
@@ -187,6 +237,7 @@ def student_notebook(nb, name: str = "ノートブック"):
         SolutionMarkdownPreprocessor(),
         TagRemovePreprocessor(remove_cell_tags={SOLUTION_TAG, REMOVE_TAG}),
         ClearOutputPreprocessor(),
+        ExercisePreprocessor(),
         StudentNotePreprocessor(),
     ]
     for step in steps:

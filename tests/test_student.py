@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 from scripts.make_student import (
+    ANSWER_CELL,
     NOTE_MARK,
     STUB,
     STUB_COMMENT,
@@ -104,7 +105,7 @@ def test_markdown_from_solution_start_to_solution_end_is_removed(student):
 
 def test_the_stub_follows_its_exercise(student):
     nb, _ = student
-    index = next(i for i, c in enumerate(nb.cells) if ":label: ex99-double" in c.source)
+    index = next(i for i, c in enumerate(nb.cells) if "### 練習問題 ex99-double" in c.source)
     assert "def double" in nb.cells[index + 1].source
 
 
@@ -113,7 +114,7 @@ def test_one_cell_solution_blocks_are_cut_and_the_rest_of_the_cell_stays(student
     text = _sources(nb)
     for gone in ("答えは秘密です", "秘密のコード", "コロンで囲んだ解答"):
         assert gone not in text
-    cell = next(c for c in nb.cells if ":label: ex99-think" in c.source)
+    cell = next(c for c in nb.cells if "### 練習問題 ex99-think" in c.source)
     assert cell.source.endswith("この段落は解答の外なので残ります。")
     assert "````" not in cell.source
 
@@ -121,18 +122,36 @@ def test_one_cell_solution_blocks_are_cut_and_the_rest_of_the_cell_stays(student
 def test_a_cell_that_was_only_a_solution_is_removed(full, student):
     nb, _ = student
     assert all(c.source.strip() for c in nb.cells)
-    # removed: the note is added; 2 solution-start..end markdown + the end, 1 unmarked
-    # code cell, and the colon-fence solution cell are gone
-    assert len(nb.cells) == len(full.cells) + 1 - 3 - 1 - 1
+    # the note and 2 answer cells (after the two think-exercises) are added; 2
+    # solution-start..end markdown + the end, 1 unmarked code cell, and the colon-fence
+    # solution cell are gone
+    assert len(nb.cells) == len(full.cells) + 1 + 2 - 3 - 1 - 1
 
 
 def test_exercises_and_prose_stay(full, student):
     nb, _ = student
     text = _sources(nb)
     for label in ("ex99-double", "ex99-think", "ex99-colon"):
-        assert f":label: {label}" in text
+        assert f"### 練習問題 {label}\n" in text
     assert "**（実装・約 15 分）** 関数 `double(x)` を書いてください。" in text
     assert "## まとめ" in text and "# 99 フィクスチャの章" in text
+
+
+def test_exercise_fences_become_plain_headings(student):
+    nb, _ = student
+    text = _sources(nb)
+    for fence in ("{exercise}", "{exercise-start}", "{exercise-end}", ":label:"):
+        assert fence not in text
+    assert "### 練習問題 ex99-double\n\n**（実装・約 15 分）**" in text
+
+
+def test_each_think_exercise_is_followed_by_an_answer_cell(student):
+    nb, _ = student
+    after = [nb.cells[i + 1].source for i, c in enumerate(nb.cells[:-1])
+             if "（考える" in c.source]
+    assert len(after) == 2 and all(s == ANSWER_CELL for s in after)
+    implement = next(i for i, c in enumerate(nb.cells) if "（実装" in c.source)
+    assert nb.cells[implement + 1].source != ANSWER_CELL
 
 
 def test_outputs_and_execution_counts_are_cleared(full, student):

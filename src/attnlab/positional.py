@@ -235,18 +235,18 @@ def apply_rope(
         ) from None
     cos = np.cos(angles).astype(x.dtype, copy=False)  # (..., T, Dh/2)
     sin = np.sin(angles).astype(x.dtype, copy=False)
-    if convention == "interleaved":
-        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, Dh/2) each
-    else:
-        x1, x2 = x[..., : d_head // 2], x[..., d_head // 2 :]
-    r1 = x1 * cos - x2 * sin
-    r2 = x1 * sin + x2 * cos
     shape = np.broadcast_shapes(x.shape, angles.shape[:-1] + (d_head,))
     out = np.empty(shape, dtype=x.dtype)  # (..., T, Dh)
     if convention == "interleaved":
-        out[..., 0::2], out[..., 1::2] = r1, r2
+        pairs = slice(0, None, 2), slice(1, None, 2)  # dims (2i, 2i+1)
     else:
-        out[..., : d_head // 2], out[..., d_head // 2 :] = r1, r2
+        pairs = slice(0, d_head // 2), slice(d_head // 2, None)  # dims (i, i + Dh/2)
+    x1, x2 = x[..., pairs[0]], x[..., pairs[1]]  # (..., T, Dh/2) each
+    r1, r2 = out[..., pairs[0]], out[..., pairs[1]]  # views: written in place
+    np.multiply(x1, cos, out=r1)  # r1 = x1·cos − x2·sin
+    r1 -= x2 * sin
+    np.multiply(x1, sin, out=r2)  # r2 = x1·sin + x2·cos
+    r2 += x2 * cos
     return out
 
 

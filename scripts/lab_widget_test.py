@@ -381,6 +381,8 @@ def check_notebook(context, lab: Lab, path: Path, cells: list[int]) -> list[str]
     tab = context.new_page()
     page_errors: list[str] = []
     tab.on("pageerror", lambda e: page_errors.append(f"JavaScript の例外：{e}"))
+    tab.on("console", lambda m: page_errors.append(f"コンソールのエラー：{m.text[:300]}")
+           if m.type == "error" else None)
     start = time.perf_counter()
     tab.goto(f"{lab.base}/lab/tree/{path.name}?token={lab.token}", wait_until="load")
     tab.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
@@ -390,7 +392,8 @@ def check_notebook(context, lab: Lab, path: Path, cells: list[int]) -> list[str]
     problems: list[str] = []
     nb = nbformat.read(path, as_version=4)
     if opened["cells"] != len(nb.cells):
-        problems.append(f"JupyterLab のセルが {opened['cells']} 個です（ノートブック：{len(nb.cells)}）")
+        problems.append(f"JupyterLab のセルが {opened['cells']} 個です"
+                        f"（ノートブック：{len(nb.cells)}）")
     start = time.perf_counter()
     tab.set_default_timeout(RUN_TIMEOUT * 1000)
     if not tab.evaluate(RUN_ALL_JS):

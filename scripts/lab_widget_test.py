@@ -67,19 +67,22 @@ LAB_SETTINGS = {
         '{"fetchNews": "false", "checkForUpdates": false}',
 }
 
-# Resolves once the notebook is open and its kernel is idle; records the kernel's errors.
-OPEN_JS = """async () => {
+# Resolves once the notebook is open and its kernel is idle (or throws after ``ms``);
+# from then on records the kernel's error and stderr messages with the phase they came in.
+OPEN_JS = """async ms => {
+  const deadline = Date.now() + ms;
+  const within = (promise, what) => Promise.race([promise, new Promise((_, fail) =>
+      setTimeout(() => fail(new Error(what)), Math.max(0, deadline - Date.now())))]);
   const app = window.jupyterapp;
-  await app.restored;
+  await within(app.restored, "JupyterLab did not start");
   let panel = app.shell.currentWidget;
-  const deadline = Date.now() + 60000;
   while (!(panel && panel.sessionContext && panel.content && panel.content.model)) {
     if (Date.now() > deadline) throw new Error("no notebook panel");
     await new Promise(done => setTimeout(done, 100));
     panel = app.shell.currentWidget;
   }
-  await panel.context.ready;
-  await panel.sessionContext.ready;
+  await within(panel.context.ready, "notebook not loaded");
+  await within(panel.sessionContext.ready, "no kernel session");
   window.__labErrors = [];
   window.__labPhase = "open";
   panel.sessionContext.iopubMessage.connect((_, msg) => {
@@ -99,12 +102,16 @@ OPEN_JS = """async () => {
           cells: panel.content.model.cells.length};
 }"""
 
-RUN_ALL_JS = """async () => {
+# Runs every cell and waits until the kernel is idle again (or throws after ``ms``).
+RUN_ALL_JS = """async ms => {
+  const deadline = Date.now() + ms;
   const app = window.jupyterapp;
   window.__labPhase = "run";
-  const ok = await app.commands.execute("notebook:run-all-cells");
+  const ok = await Promise.race([app.commands.execute("notebook:run-all-cells"),
+      new Promise((_, fail) => setTimeout(() => fail(new Error("run all: timeout")), ms))]);
   const panel = app.shell.currentWidget;
   while (panel.sessionContext.session.kernel.status !== "idle") {
+    if (Date.now() > deadline) throw new Error("kernel busy after run all");
     await new Promise(done => setTimeout(done, 100));
   }
   return ok;
@@ -338,7 +345,7 @@ def check_widget(tab, notebook: str, index: int, cell) -> tuple[list[str], int]:
     output = cell.locator(".jp-Cell-outputArea")
     image = output.locator(".widget-image").first
     try:
-        image.wait_for(state="visible", timeout=RUN_TIMEOUT * 1000)
+        image.wait_for(state="visible", timeout=UPDATE_TIMEOUT * 1000)
     except Exception:  # noqa: BLE001 - a timeout is reported as a problem
         cell.screenshot(path=str(SCREENSHOTS / f"{stem}__0_no_widget.png"))
         return [f"セル {index}：ウィジェットの図（.widget-image）が表示されません"
@@ -386,7 +393,7 @@ def check_notebook(context, lab: Lab, path: Path, cells: list[int]) -> list[str]
     start = time.perf_counter()
     tab.goto(f"{lab.base}/lab/tree/{path.name}?token={lab.token}", wait_until="load")
     tab.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-    opened = tab.evaluate(OPEN_JS)
+    opened = tab.evaluate(OPEN_JS, SERVER_TIMEOUT * 1000)
     print(f"  {path.name}：カーネル {opened['kernel']}、セル {opened['cells']} 個"
           f"（{time.perf_counter() - start:.1f} 秒）")
     problems: list[str] = []
@@ -395,10 +402,8 @@ def check_notebook(context, lab: Lab, path: Path, cells: list[int]) -> list[str]
         problems.append(f"JupyterLab のセルが {opened['cells']} 個です"
                         f"（ノートブック：{len(nb.cells)}）")
     start = time.perf_counter()
-    tab.set_default_timeout(RUN_TIMEOUT * 1000)
-    if not tab.evaluate(RUN_ALL_JS):
+    if not tab.evaluate(RUN_ALL_JS, RUN_TIMEOUT * 1000):
         problems.append("全セルの実行が失敗しました")
-    tab.set_default_timeout(30_000)
     print(f"    全セルの実行：{time.perf_counter() - start:.1f} 秒")
     dom_cells = tab.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
     if dom_cells.count() != len(nb.cells):
@@ -432,6 +437,10 @@ def main(argv: list[str]) -> int:
         return 1
     if not Path(CHROMIUM).exists():
         print(f"問題: {CHROMIUM} がありません（Debian なら apt-get install chromium）",
+              file=sys.stderr)
+        return 1
+    if not (Path(sys.prefix) / "bin" / "jupyter").exists():
+        print(f"問題: {sys.prefix}/bin/jupyter がありません（make warm で .venv を作る）",
               file=sys.stderr)
         return 1
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

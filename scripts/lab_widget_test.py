@@ -25,7 +25,8 @@ the screenshots):
   widget's message lines (``.widget-html``) and output area must stay free of error text;
 - no cell output is an error or stderr, and the kernel sends no error or stderr message
   during the whole run (widget callbacks included, whose output would not land in a cell);
-- screenshots of the widget cell before and after every move in ``screenshots/lab/``.
+- in ``screenshots/lab/``: the widget cell before and after every move, the widget's DOM
+  (``.html``, to see what the controls look like) and the whole JupyterLab window at the end.
 
 JupyterLab and its kernels are shut down at the end, also on failure. Requests that
 leave 127.0.0.1 are answered with an error and listed.

@@ -4,8 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help book test lint unit nbval build student student-test test-browser notebooks lab clean \
-        distclean
+.PHONY: help book test lint unit nbval build student student-test test-browser test-lab notebooks \
+        lab clean distclean
 
 help:
 	@echo "make book       本を _build/html に作る"
@@ -13,6 +13,7 @@ help:
 	@echo "make notebooks  全ノートブックを実行し直して出力を保存する"
 	@echo "make student    解答を除いた学生版を student/ に書く"
 	@echo "make test-browser  本をビルドし、全ページを headless Chromium で開いて確かめる"
+	@echo "make test-lab   JupyterLab でライブ図を実行し、headless Chromium で操作して図が動くか確かめる"
 	@echo "make lab        JupyterLab で notebooks/ を開く"
 	@echo "make clean      生成物を消す（distclean は .venv も消す）"
 
@@ -67,6 +68,12 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 
 test-browser: build $(BROWSER_DEPS)
 	$(BIN)/python scripts/browser_test.py _build/html
+
+# The live figures with a kernel: JupyterLab (temporary settings, a copy of notebooks/) in
+# headless Chromium; every control of every widget-tagged cell moved, the picture must change.
+# Screenshots go to screenshots/lab/.
+test-lab: warm
+	$(BIN)/python scripts/lab_widget_test.py
 
 notebooks: warm
 	$(BIN)/python scripts/run_notebooks.py

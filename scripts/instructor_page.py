@@ -35,25 +35,16 @@ import yaml
 
 try:
     from scripts.check_site import toc_pages
+    from scripts.exercises import Exercise, parse_exercises
 except ImportError:  # loaded by Sphinx or run as a script: scripts/ is on sys.path
     from check_site import toc_pages
+    from exercises import Exercise, parse_exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 CHARS_PER_MINUTE = 400  # reading speed for Japanese technical prose (characters per minute)
 MINUTES_PER_CODE_CELL = 1  # run a cell and read what it prints or draws
 EXERCISES_HEADING = "## 練習問題"
 HIDDEN_TAGS = {"remove-cell"}  # cells the book does not show (e.g. the Colab install cell)
-FENCE_OPEN = re.compile(r"^ {0,3}(?:`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
-HEAD = re.compile(r"^\*\*（(?P<kind>[^・）]+)(?:・約\s*(?P<minutes>\d+)\s*分)?）\*\*\s*")
-SENTENCE = re.compile(r"^.*?[。？！]")
-
-
-@dataclass(frozen=True)
-class Exercise:
-    label: str
-    kind: str | None  # 実装 / 考える; None if the task has no bold head line
-    minutes: int | None  # None if the head line gives none
-    first_sentence: str
 
 
 @dataclass(frozen=True)
@@ -78,39 +69,6 @@ class Chapter:
     def total_minutes(self) -> int | None:
         ex = self.exercise_minutes
         return None if ex is None else self.reading_minutes + ex
-
-
-def parse_exercises(markdown: str) -> list[Exercise]:
-    """Every exercise directive (one-cell or start/end form) in a chapter's markdown."""
-    lines = markdown.split("\n")
-    exercises = []
-    for i, line in enumerate(lines):
-        opening = FENCE_OPEN.match(line)
-        if not opening or opening["name"] not in ("exercise", "exercise-start"):
-            continue
-        label, j = None, i + 1
-        while j < len(lines) and re.match(r"^:[\w-]+:", lines[j]):  # directive options
-            label = lines[j].split(":", 2)[2].strip() if lines[j].startswith(":label:") else label
-            j += 1
-        if j < len(lines) and re.fullmatch(r" {0,3}(`{3,}|:{3,})\s*", lines[j]):
-            j += 1  # the fence that closes exercise-start's own options
-        body = []
-        while j < len(lines) and lines[j].strip() and not FENCE_OPEN.match(lines[j]) and not (
-            re.fullmatch(r" {0,3}(`{3,}|:{3,})\s*", lines[j])
-        ):
-            body.append(lines[j].strip())
-            j += 1
-        paragraph = "".join(body)  # Japanese: a line break inside a paragraph is no space
-        head = HEAD.match(paragraph)
-        task = paragraph[head.end():] if head else paragraph
-        sentence = SENTENCE.match(task)
-        exercises.append(Exercise(
-            label=label or "（ラベルなし）",
-            kind=head["kind"] if head else None,
-            minutes=int(head["minutes"]) if head and head["minutes"] else None,
-            first_sentence=sentence.group(0) if sentence else task,
-        ))
-    return exercises
 
 
 def read_chapter(path: Path, page: str | None = None) -> Chapter:

@@ -37,8 +37,10 @@ from nbconvert.preprocessors import (
 
 try:
     from scripts.check_site import toc_pages
+    from scripts.exercises import FENCE_OPEN, directive_names, fence_closes, parse_exercises
 except ImportError:  # run as `python scripts/make_student.py`: scripts/ is on sys.path
     from check_site import toc_pages
+    from exercises import FENCE_OPEN, directive_names, fence_closes, parse_exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION_TAG = "solution"
@@ -56,18 +58,6 @@ NOTE = (
     "> 実装する前に実行すると、自己チェックは「未実装」と表示します。これはエラーではありません。"
 )
 NOTE_MARK = "**学生版**"
-# An opening fence of a directive: ```{name} or :::{name} (any length of 3 or more).
-FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
-
-
-def _fence_closes(line: str, fence: str) -> bool:
-    """CommonMark: a closing fence is the same character, at least as long, and nothing else."""
-    stripped = line.strip()
-    return (
-        len(line) - len(line.lstrip(" ")) <= 3
-        and len(stripped) >= len(fence)
-        and set(stripped) == {fence[0]}
-    )
 
 
 def stub_solution_code(source: str, where: str = "") -> str | None:
@@ -104,7 +94,7 @@ def remove_solution_blocks(source: str) -> str:
     out, fence = [], None
     for line in lines:
         if fence is not None:
-            if _fence_closes(line, fence):
+            if fence_closes(line, fence):
                 fence = None
             continue
         opening = FENCE_OPEN.match(line)
@@ -130,7 +120,7 @@ def plain_exercise_fences(source: str) -> str:
     out, fence, label = [], None, None
     for line in source.split("\n"):
         if fence is not None:
-            if _fence_closes(line, fence):
+            if fence_closes(line, fence):
                 fence = None
             elif line.strip().startswith(":label:"):
                 label = line.split(":label:", 1)[1].strip()
@@ -144,10 +134,6 @@ def plain_exercise_fences(source: str) -> str:
             continue
         out.append(line)
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n")
-
-
-def _directive_names(source: str) -> set[str]:
-    return {m["name"] for line in source.split("\n") if (m := FENCE_OPEN.match(line))}
 
 
 def _add_tag(cell, tag: str) -> None:
@@ -186,7 +172,7 @@ class SolutionMarkdownPreprocessor(Preprocessor):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "markdown":
             return cell, resources
-        names = _directive_names(cell.source)
+        names = directive_names(cell.source)
         if self._inside or "solution-start" in names:
             _add_tag(cell, REMOVE_TAG)
             self._inside = "solution-end" not in names
@@ -203,7 +189,7 @@ class ExercisePreprocessor(Preprocessor):
     def preprocess(self, nb, resources):
         cells, task = [], ""
         for cell in nb.cells:
-            names = _directive_names(cell.source) if cell.cell_type == "markdown" else set()
+            names = directive_names(cell.source) if cell.cell_type == "markdown" else set()
             if names & {"exercise", "exercise-start"}:
                 task = ""
             if cell.cell_type == "markdown":
@@ -211,7 +197,8 @@ class ExercisePreprocessor(Preprocessor):
                 if names & {"exercise", "exercise-start", "exercise-end"}:
                     cell.source = plain_exercise_fences(cell.source)
             cells.append(cell)
-            if names & {"exercise", "exercise-end"} and "（考える" in task:
+            if names & {"exercise", "exercise-end"} and any(
+                    e.kind == "考える" for e in parse_exercises(task)):
                 cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL))
         nb.cells = cells
         return nb, resources
@@ -258,7 +245,7 @@ def leftovers(nb) -> list[str]:
         for marker in ("BEGIN SOLUTION", "END SOLUTION"):
             if marker in cell.source:
                 found.append(f"{where}：{marker} が残っています")
-        if cell.cell_type == "markdown" and _directive_names(cell.source) & {
+        if cell.cell_type == "markdown" and directive_names(cell.source) & {
             "solution", "solution-start", "solution-end"
         }:
             found.append(f"{where}：解答のブロックが残っています")

@@ -10,15 +10,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from scripts.exercises import Exercise, parse_exercises
 from scripts.instructor_page import (
     CHARS_PER_MINUTE,
     MINUTES_PER_CODE_CELL,
     Chapter,
-    Exercise,
     chapters,
     generate,
     launch_config,
-    parse_exercises,
     read_chapter,
     time_markdown,
 )
@@ -116,20 +115,3 @@ def test_every_chapter_and_exercise_is_in_the_exercise_table():
         assert chapter.title in text
         for exercise in chapter.exercises:
             assert f"{{ref}}`{exercise.label} <{exercise.label}>`" in text
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.page)
-def test_every_exercise_states_its_kind(chapter):
-    assert chapter.exercises
-    for exercise in chapter.exercises:
-        assert exercise.kind in ("実装", "考える"), (
-            f"{chapter.title} の {exercise.label}：問題文を **（実装・約 20 分）** または "
-            "**（考える・約 10 分）** で始めてください")
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.page)
-def test_every_exercise_states_its_minutes(chapter):
-    missing = [e.label for e in chapter.exercises if e.minutes is None]
-    assert not missing, (
-        f"{chapter.title}（{chapter.page}）の練習問題 {', '.join(missing)} に所要時間がありません："
-        "問題文を **（実装・約 20 分）** の形で始めてください")

@@ -13,6 +13,7 @@ import pytest
 
 from attnlab.widgets import LIVE_HINT, OUTPUT_MARKER
 from scripts.check_site import toc_pages
+from scripts.exercises import KINDS, parse_exercises
 from scripts.sync_colab_cell import TAGS as COLAB_TAGS
 from scripts.sync_colab_cell import colab_source, repository
 
@@ -21,7 +22,6 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXERCISE = re.compile(r"```\{exercise(?:-start)?\}[^\n]*\n:label: (\S+)")
 SOLUTION = re.compile(r"```\{solution(?:-start)?\} (\S+)\n((?::\w+:[^\n]*\n)*)")
 # The first line of every exercise: its kind and an honest time estimate.
-EXERCISE_HEADING = re.compile(r"\*\*（(実装|考える)・約 (\d+) 分）\*\*")
 WIDGET_SOURCE = re.compile(r"\b(?:\w+_widget|interactive_figure)\(")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -143,14 +143,14 @@ def test_a_live_figure_is_stored_as_its_snapshot_with_a_caption_naming_binder_an
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_exercise_starts_with_its_kind_and_minutes(path):
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type != "markdown" or "{exercise-start}" not in cell.source:
-            continue
-        body = cell.source.split("```", 2)[2].lstrip("\n")  # after the directive's options
-        heading = EXERCISE_HEADING.match(body)
-        assert heading, f"「**（実装・約 20 分）**」の形で始めてください: {body[:40]}"
-        assert 1 <= int(heading.group(2)) <= 120
+    exercises = parse_exercises(_markdown(nbformat.read(path, as_version=4)))
+    assert exercises
+    for exercise in exercises:
+        assert exercise.kind in KINDS and exercise.minutes is not None, (
+            f"{path.stem} の {exercise.label}：問題文を **（実装・約 20 分）** または "
+            "**（考える・約 10 分）** で始めてください（講師向けページの表はここから作られます）")
+        assert 1 <= exercise.minutes <= 120, (
+            f"{path.stem} の {exercise.label}：{exercise.minutes} 分")
 
 
 def _exercises_with_solution_code(nb) -> list[tuple[str, str, list[str]]]:
@@ -159,9 +159,8 @@ def _exercises_with_solution_code(nb) -> list[tuple[str, str, list[str]]]:
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             if "{exercise-start}" in cell.source:
-                body = cell.source.split("```", 2)[2]
-                heading = EXERCISE_HEADING.search(body)
-                current = (body, heading.group(1) if heading else "", [])
+                (exercise,) = parse_exercises(cell.source)
+                current = (cell.source, exercise.kind, [])
                 found.append(current)
             inside = (inside or "{solution-start}" in cell.source) and (
                 "{solution-end}" not in cell.source)

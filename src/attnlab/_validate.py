@@ -45,6 +45,24 @@ def choice(value, name: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def generator(rng) -> np.random.Generator:
+    """``rng`` if it is a numpy Generator, else a ValueError saying how to make one."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            f"rng は np.random.default_rng(…) で作った Generator である必要があります: "
+            f"rng={rng!r}"
+        )
+    return rng
+
+
+def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """True if an array of ``shape`` broadcasts to ``target`` without growing it."""
+    try:
+        return np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
 def finite(x: np.ndarray, name: str) -> np.ndarray:
     """``x`` unchanged, or a ValueError if it holds NaN or ±inf."""
     # min and max carry any NaN or ±inf through, without a boolean array as big as x

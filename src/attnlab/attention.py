@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from attnlab._validate import as_float_array as _as_float_array
-from attnlab._validate import finite, positive_int
+from attnlab._validate import broadcasts_to, finite, generator, positive_int
 from attnlab.positional import RoPE
 
 
@@ -83,11 +83,7 @@ def _check_mask(mask, scores_shape: tuple[int, ...], target: str) -> np.ndarray:
             "mask は bool 配列（True = 参照してよい）で渡してください: "
             f"mask.dtype={mask.dtype}（加算型の -inf マスクなら bool に変換してください）"
         )
-    try:
-        fits = np.broadcast_shapes(mask.shape, scores_shape) == tuple(scores_shape)
-    except ValueError:
-        fits = False
-    if not fits:
+    if not broadcasts_to(mask.shape, scores_shape):
         raise ValueError(
             f"mask の形 {mask.shape} はスコアの形 {tuple(scores_shape)} {target} に"
             "ブロードキャストできません"
@@ -106,11 +102,7 @@ def _check_mask(mask, scores_shape: tuple[int, ...], target: str) -> np.ndarray:
 def _check_bias(bias, scores_shape: tuple[int, ...], target: str) -> np.ndarray:
     """``bias`` as a finite float array that broadcasts to ``scores_shape``."""
     bias = finite(_as_float_array(bias, "bias"), "bias")
-    try:
-        fits = np.broadcast_shapes(bias.shape, scores_shape) == tuple(scores_shape)
-    except ValueError:
-        fits = False
-    if not fits:
+    if not broadcasts_to(bias.shape, scores_shape):
         raise ValueError(
             f"bias の形 {bias.shape} はスコアの形 {tuple(scores_shape)} {target} に"
             "ブロードキャストできません"
@@ -338,11 +330,7 @@ def init_mha(
     """
     d_model = positive_int(d_model, "d_model")
     n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(
-            f"rng は np.random.default_rng(…) で作った Generator である必要があります: "
-            f"rng={rng!r}"
-        )
+    rng = generator(rng)
     std = 1.0 / math.sqrt(d_model)
 
     def draw(cols: int) -> np.ndarray:
@@ -352,13 +340,19 @@ def init_mha(
     return MHAWeights(w_q=draw(d_model), w_k=draw(d_kv), w_v=draw(d_kv), w_o=draw(d_model))
 
 
-def _check_weights(weights, d_model: int, n_kv_heads: int, d_head: int) -> MHAWeights:
-    """``weights`` as MHAWeights of float arrays with the shapes the heads imply."""
+def _four_matrices(weights) -> MHAWeights:
+    """``weights`` as an MHAWeights, or a ValueError if it is not four matrices."""
     if not isinstance(weights, tuple) or len(weights) != 4:
         raise ValueError(
             "weights は MHAWeights(w_q, w_k, w_v, w_o) である必要があります: "
             f"type={type(weights).__name__}"
         )
+    return MHAWeights(*weights)
+
+
+def _check_weights(weights, d_model: int, n_kv_heads: int, d_head: int) -> MHAWeights:
+    """``weights`` as MHAWeights of float arrays with the shapes the heads imply."""
+    weights = _four_matrices(weights)
     weights = MHAWeights(*(finite(_as_float_array(w, n), n)
                            for w, n in zip(weights, MHAWeights._fields, strict=True)))
     d_kv = n_kv_heads * d_head
@@ -410,11 +404,7 @@ def _prepare(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias):
             raise ValueError(
                 f"positions の長さが系列長 T={T} と一致しません: positions.shape={positions.shape}"
             )
-        try:
-            fits = np.broadcast_shapes(positions.shape, (*lead, T)) == (*lead, T)
-        except ValueError:
-            fits = False
-        if not fits:
+        if not broadcasts_to(positions.shape, (*lead, T)):
             raise ValueError(
                 f"positions の形 {positions.shape} が x の先頭の軸と合いません: "
                 f"(T,) か {(*lead, T)} にブロードキャストできる形にしてください"
@@ -580,14 +570,10 @@ def mean_pool_kv(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeigh
 
     Taught in chapter 04 (各ヘッドは何を捉えているのか).
     """
-    if not isinstance(weights, tuple) or len(weights) != 4:
-        raise ValueError(
-            "weights は MHAWeights(w_q, w_k, w_v, w_o) である必要があります: "
-            f"type={type(weights).__name__}"
-        )
-    d_model = np.shape(weights[0])[0]
+    weights = _four_matrices(weights)
+    d_model = np.shape(weights.w_q)[0]
     n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
-    kv_in = np.shape(weights[1])[-1] // d_head
+    kv_in = np.shape(weights.w_k)[-1] // d_head
     if kv_in % n_kv_heads:
         raise ValueError(
             f"元の K/V ヘッド数 {kv_in} は n_kv_heads={n_kv_heads} で割り切れません: "

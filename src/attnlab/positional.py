@@ -13,6 +13,7 @@ from attnlab._validate import (
     as_float_array,
     choice,
     finite,
+    generator,
     int_positions,
     positive_float,
     positive_int,
@@ -110,12 +111,7 @@ def init_position_table(
     max_len = positive_int(max_len, "max_len")
     d_model = positive_int(d_model, "d_model")
     std = positive_float(std, "std")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(
-            f"rng は np.random.default_rng(…) で作った Generator である必要があります: "
-            f"rng={rng!r}"
-        )
-    return (std * rng.standard_normal((max_len, d_model))).astype(dtype, copy=False)
+    return (std * generator(rng).standard_normal((max_len, d_model))).astype(dtype, copy=False)
 
 
 def lookup_positions(table: np.ndarray, positions) -> np.ndarray:

@@ -115,6 +115,25 @@ def fontconfig_with_japanese(folder: Path) -> Path:
     return path
 
 
+def missing_chromium() -> str | None:
+    """The problem to report when Chromium is not installed, else None."""
+    if Path(CHROMIUM).exists():
+        return None
+    return f"{CHROMIUM} がありません（Debian なら apt-get install chromium）"
+
+
+def japanese_context(playwright, folder: Path, height: int = 900):
+    """A Japanese browser context of headless Chromium that draws Japanese text.
+
+    ``folder`` holds the fontconfig file (see :func:`fontconfig_with_japanese`).
+    """
+    env = {**os.environ, "FONTCONFIG_FILE": str(fontconfig_with_japanese(folder))}
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, env=env)
+    context = browser.new_context(viewport={"width": 1280, "height": height}, locale="ja-JP")
+    context.set_default_timeout(30_000)
+    return browser, context
+
+
 class QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -245,9 +264,8 @@ def main(site: Path) -> int:
     if not (site / "index.html").exists():
         print(f"問題: {site} に本がありません（make build を先に）", file=sys.stderr)
         return 1
-    if not Path(CHROMIUM).exists():
-        print(f"問題: {CHROMIUM} がありません（Debian なら apt-get install chromium）",
-              file=sys.stderr)
+    if problem := missing_chromium():
+        print(f"問題: {problem}", file=sys.stderr)
         return 1
     if not (MATHJAX_LOCAL / "tex-mml-chtml.js").exists():
         print(f"問題: {MATHJAX_LOCAL} がありません（tests/browser で npm ci）", file=sys.stderr)
@@ -259,12 +277,9 @@ def main(site: Path) -> int:
     failed_checks = 0
     start = time.perf_counter()
     fonts_dir = tempfile.TemporaryDirectory()
-    env = {**os.environ, "FONTCONFIG_FILE": str(fontconfig_with_japanese(Path(fonts_dir.name)))}
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, env=env)
-            context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="ja-JP")
-            context.set_default_timeout(30_000)
+            browser, context = japanese_context(playwright, Path(fonts_dir.name))
             context.route("**/*", router)
             pages = toc_pages()
             for page in pages:

@@ -49,9 +49,9 @@ import nbformat
 from playwright.sync_api import sync_playwright
 
 try:
-    from scripts.browser_test import CHROMIUM, WIDGET_TAG, fontconfig_with_japanese
+    from scripts.browser_test import WIDGET_TAG, japanese_context, missing_chromium
 except ImportError:  # run as `python scripts/lab_widget_test.py`: scripts/ is on sys.path
-    from browser_test import CHROMIUM, WIDGET_TAG, fontconfig_with_japanese
+    from browser_test import WIDGET_TAG, japanese_context, missing_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -460,9 +460,8 @@ def main(argv: list[str]) -> int:
     if not notebooks:
         print(f"問題: タグ {WIDGET_TAG} のセルを持つノートブックがありません", file=sys.stderr)
         return 1
-    if not Path(CHROMIUM).exists():
-        print(f"問題: {CHROMIUM} がありません（Debian なら apt-get install chromium）",
-              file=sys.stderr)
+    if problem := missing_chromium():
+        print(f"問題: {problem}", file=sys.stderr)
         return 1
     if not (Path(sys.prefix) / "bin" / "jupyter").exists():
         print(f"問題: {sys.prefix}/bin/jupyter がありません（make warm で .venv を作る）",
@@ -479,13 +478,8 @@ def main(argv: list[str]) -> int:
         try:
             lab.wait()
             print(f"JupyterLab：{lab.base}（{time.perf_counter() - start:.1f} 秒で起動）")
-            env = {**os.environ, "FONTCONFIG_FILE": str(fontconfig_with_japanese(temp))}
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                     env=env)
-                context = browser.new_context(viewport={"width": 1280, "height": 1000},
-                                              locale="ja-JP")
-                context.set_default_timeout(30_000)
+                browser, context = japanese_context(playwright, temp, height=1000)
 
                 def route(request_route):
                     url = request_route.request.url

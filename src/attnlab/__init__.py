@@ -18,8 +18,10 @@ V     vocabulary size
 
 Modules, bottom to top; numerics never import presentation:
 
-- numerics: ``attention`` (softmax, masks, heads, GQA/MQA, costs) and ``positional``
-  (sinusoidal, learned table, RoPE, NTK base, ALiBi);
+- numerics: ``attention`` (softmax, masks, heads, GQA/MQA, costs), ``positional``
+  (sinusoidal, learned table, RoPE, NTK base, ALiBi), ``model`` (a small attention-only
+  transformer with its backward pass, Adam and ``train``) and ``tasks`` (toy tasks and
+  the scores that name a head's role);
 - presentation: ``plotting``.
 
 The names below are the ones chapters use most; everything else is imported from its

@@ -1,0 +1,329 @@
+"""Toy tasks for the attention-only model, and scores that name what a head does.
+
+A task is a small frozen dataclass: its fields are the task's settings, ``vocab_size``
+is the number of token ids it uses, and calling it with ``(rng, batch, seq_len)``
+returns a :class:`Batch` of three (B, T) arrays. The same generator state gives the same
+batch. ``targets[b, t]`` is what the model should predict at position t (from tokens
+``0 … t`` if the model is causal); ``loss_mask`` marks the positions where that is
+possible at all, and only those are scored.
+
+Scores (:func:`previous_token_score`, :func:`induction_score`) read attention weights
+and return one number per head, so a chapter finds a head's role by a measurement
+rather than by looking at a picture.
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from attnlab._validate import as_float_array, generator, positive_int
+
+
+class Batch(NamedTuple):
+    """One batch of a task."""
+
+    tokens: np.ndarray  # (B, T) int64
+    targets: np.ndarray  # (B, T) int64; 0 where loss_mask is False
+    loss_mask: np.ndarray  # (B, T) bool
+
+
+def _sizes(rng, batch, seq_len, shortest: int) -> tuple[np.random.Generator, int, int]:
+    rng = generator(rng)
+    batch = positive_int(batch, "batch")
+    seq_len = positive_int(seq_len, "seq_len")
+    if seq_len < shortest:
+        raise ValueError(
+            f"このタスクには seq_len が {shortest} 以上必要です: "
+            f"seq_len={seq_len}"
+        )
+    return rng, batch, seq_len
+
+
+@dataclass(frozen=True)
+class PreviousToken:
+    """Copy the token ``offset`` places back: ``targets[t] = tokens[t − offset]``.
+
+    The answer is fixed by a relative position alone; no content needs to be compared.
+    Positions ``t < offset`` have nothing to copy and are not scored.
+
+    Taught in chapter 02 (なぜヘッドを分けるのか); ``offset`` in chapter 10.
+    """
+
+    vocab_size: int = 32
+    offset: int = 1
+
+    def __post_init__(self):
+        positive_int(self.vocab_size, "vocab_size")
+        positive_int(self.offset, "offset")
+
+    def __call__(self, rng, batch: int, seq_len: int) -> Batch:
+        rng, batch, seq_len = _sizes(rng, batch, seq_len, self.offset + 1)
+        tokens = rng.integers(0, self.vocab_size, size=(batch, seq_len))  # (B, T)
+        targets = np.zeros_like(tokens)
+        targets[:, self.offset:] = tokens[:, : -self.offset]
+        loss_mask = np.zeros(tokens.shape, dtype=bool)
+        loss_mask[:, self.offset:] = True
+        return Batch(tokens, targets, loss_mask)
+
+
+@dataclass(frozen=True)
+class TwoPositions:
+    """Read one feature at t−1 and another at t−2: a task one softmax cannot do alone.
+
+    Every token is a pair (colour, shape), id ``colour · n_shapes + shape``. The target
+    at t is the token with the colour of ``tokens[t−1]`` and the shape of
+    ``tokens[t−2]``. A head whose weights sum to 1 must split them between the two
+    places, and then both colours and both shapes arrive mixed; two heads can each
+    take one place. Positions t < 2 are not scored.
+
+    Taught in chapter 02 (なぜヘッドを分けるのか).
+    """
+
+    n_colours: int = 8
+    n_shapes: int = 4
+
+    def __post_init__(self):
+        positive_int(self.n_colours, "n_colours")
+        positive_int(self.n_shapes, "n_shapes")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_colours * self.n_shapes
+
+    def colour(self, tokens: np.ndarray) -> np.ndarray:
+        """The colour of each token id."""
+        return np.asarray(tokens) // self.n_shapes
+
+    def shape(self, tokens: np.ndarray) -> np.ndarray:
+        """The shape of each token id."""
+        return np.asarray(tokens) % self.n_shapes
+
+    def __call__(self, rng, batch: int, seq_len: int) -> Batch:
+        rng, batch, seq_len = _sizes(rng, batch, seq_len, 3)
+        tokens = rng.integers(0, self.vocab_size, size=(batch, seq_len))  # (B, T)
+        targets = np.zeros_like(tokens)
+        targets[:, 2:] = self.colour(tokens[:, 1:-1]) * self.n_shapes + self.shape(tokens[:, :-2])
+        loss_mask = np.zeros(tokens.shape, dtype=bool)
+        loss_mask[:, 2:] = True
+        return Batch(tokens, targets, loss_mask)
+
+
+@dataclass(frozen=True)
+class RepeatedSequence:
+    """A random segment repeated until the sequence is full; predict the next token.
+
+    Each row draws its own period P from ``min_period … max_period`` (``None``: up to
+    ``seq_len // 2``) and P distinct tokens, then repeats them. From the second copy on
+    (t ≥ P) the next token is the one that followed the current token last time: an
+    induction head finds it by content, whatever P is. Since P changes from row to row,
+    no fixed offset solves the task.
+
+    With a fixed period range, longer sequences hold more copies of the same kind of
+    segment: the task for training short and testing long.
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか); long sequences in chapter 10.
+    """
+
+    vocab_size: int = 32
+    min_period: int = 4
+    max_period: int | None = None
+
+    def __post_init__(self):
+        positive_int(self.vocab_size, "vocab_size")
+        positive_int(self.min_period, "min_period")
+        if self.min_period < 2:
+            raise ValueError(
+                "min_period は 2 以上である必要があります: "
+                f"min_period={self.min_period}"
+            )
+        if self.max_period is not None:
+            positive_int(self.max_period, "max_period")
+            if self.max_period < self.min_period:
+                raise ValueError(
+                    f"max_period={self.max_period} が min_period={self.min_period} より小さいです"
+                )
+            if self.max_period > self.vocab_size:
+                raise ValueError(
+                    f"max_period={self.max_period} が vocab_size={self.vocab_size} を超えています: "
+                    "区間のトークンはすべて異なるので、周期は語彙の大きさまでです"
+                )
+
+    def periods(self, rng, batch: int, seq_len: int) -> np.ndarray:
+        """Draw the period of each row: (B,) ints."""
+        longest = seq_len // 2 if self.max_period is None else self.max_period
+        longest = min(longest, self.vocab_size)
+        if longest < self.min_period or seq_len <= self.min_period:
+            raise ValueError(
+                f"seq_len={seq_len} では周期 {self.min_period} 以上の区間を 2 回以上並べられません"
+                f"（vocab_size={self.vocab_size}, max_period={self.max_period}）"
+            )
+        return rng.integers(self.min_period, longest + 1, size=batch)
+
+    def __call__(self, rng, batch: int, seq_len: int) -> Batch:
+        rng, batch, seq_len = _sizes(rng, batch, seq_len, 2)
+        periods = self.periods(rng, batch, seq_len)  # (B,)
+        tokens = np.empty((batch, seq_len), dtype=np.int64)
+        loss_mask = np.zeros((batch, seq_len), dtype=bool)
+        t = np.arange(seq_len)
+        for row, period in enumerate(periods):
+            segment = rng.permutation(self.vocab_size)[:period]  # P distinct tokens
+            tokens[row] = segment[t % period]
+            loss_mask[row, period:-1] = True  # the current token has been seen before
+        targets = np.zeros_like(tokens)
+        targets[:, :-1] = tokens[:, 1:]  # the next token
+        targets[~loss_mask] = 0
+        return Batch(tokens, targets, loss_mask)
+
+
+@dataclass(frozen=True)
+class RepeatInNoise:
+    """A segment and its immediate repeat, at a random place among random tokens.
+
+    Each row: noise, then P distinct tokens, then the same P tokens again, then noise;
+    P is drawn from ``min_period … max_period`` and the start of the segment uniformly
+    from every place where both copies fit. The noise uses only tokens outside the
+    segment, so in the second copy the current token occurred exactly once before, and
+    the next token is the one that followed it there. Only the second copy is scored
+    (its last token's successor is noise, so it is left out).
+
+    Unlike :class:`RepeatedSequence`, the first copy can lie anywhere: a model that
+    finds "the token before" only at the positions it was trained on fails on longer
+    sequences, where the segment lies further out. The task for training short and
+    testing long.
+
+    Taught in chapter 10 (比較実験：訓練より長い系列).
+    """
+
+    vocab_size: int = 32
+    min_period: int = 4
+    max_period: int = 8
+
+    def __post_init__(self):
+        positive_int(self.vocab_size, "vocab_size")
+        positive_int(self.min_period, "min_period")
+        positive_int(self.max_period, "max_period")
+        if self.min_period < 2:
+            raise ValueError(
+                f"min_period は 2 以上である必要があります: min_period={self.min_period}"
+            )
+        if self.max_period < self.min_period:
+            raise ValueError(
+                f"max_period={self.max_period} が min_period={self.min_period} より小さいです"
+            )
+        if self.max_period >= self.vocab_size:
+            raise ValueError(
+                f"max_period={self.max_period} は vocab_size={self.vocab_size} より小さい必要が"
+                "あります: 区間にないトークンで雑音を作るためです"
+            )
+
+    def __call__(self, rng, batch: int, seq_len: int) -> Batch:
+        rng, batch, seq_len = _sizes(rng, batch, seq_len, 2 * self.max_period)
+        periods = rng.integers(self.min_period, self.max_period + 1, size=batch)  # (B,)
+        tokens = np.empty((batch, seq_len), dtype=np.int64)
+        loss_mask = np.zeros((batch, seq_len), dtype=bool)
+        for row, period in enumerate(periods):
+            order = rng.permutation(self.vocab_size)
+            segment, others = order[:period], order[period:]  # P distinct tokens, the rest
+            tokens[row] = rng.choice(others, size=seq_len)  # noise
+            start = rng.integers(0, seq_len - 2 * period + 1)
+            tokens[row, start:start + period] = segment
+            tokens[row, start + period:start + 2 * period] = segment
+            loss_mask[row, start + period:start + 2 * period - 1] = True
+        targets = np.zeros_like(tokens)
+        targets[:, :-1] = tokens[:, 1:]  # the next token
+        targets[~loss_mask] = 0
+        return Batch(tokens, targets, loss_mask)
+
+
+# --- scores -------------------------------------------------------------------------------
+
+def _check_attn(attn) -> np.ndarray:
+    attn = as_float_array(attn, "attn")
+    if attn.ndim != 4 or attn.shape[-1] != attn.shape[-2]:
+        raise ValueError(
+            "attn は (B, H, T, T) の形である必要があります: "
+            f"attn.shape={attn.shape}"
+        )
+    return attn
+
+
+def previous_token_score(attn: np.ndarray) -> np.ndarray:
+    """How much each head attends from every token to the one just before it.
+
+    The mean of ``attn[b, h, t, t−1]`` over the batch and t = 1 … T−1: 1 for a head that
+    always looks exactly one place back, about 1/t for a head that spreads evenly.
+
+    Parameters
+    ----------
+    attn : np.ndarray
+        One layer's weights, shape (B, H, T, T).
+
+    Returns
+    -------
+    np.ndarray
+        Shape (H,).
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    attn = _check_attn(attn)
+    back_one = np.diagonal(attn, offset=-1, axis1=-2, axis2=-1)  # (B, H, T−1)
+    return back_one.mean(axis=(0, 2))
+
+
+def induction_mask(tokens: np.ndarray) -> np.ndarray:
+    """Where an induction head should look: keys right after an earlier copy of the query's token.
+
+    Returns (B, T, T) bool: ``[b, t, s]`` is True when ``1 ≤ s ≤ t`` and
+    ``tokens[b, s−1] == tokens[b, t]``, i.e. key s followed an earlier occurrence of the
+    token at t. A row with no True has nothing to copy yet.
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2:
+        raise ValueError(
+            "tokens は (B, T) の 2 次元配列である必要があります: "
+            f"tokens.shape={tokens.shape}"
+        )
+    T = tokens.shape[1]
+    mask = np.zeros((*tokens.shape, T), dtype=bool)  # (B, T, T)
+    # key s (≥ 1) follows token s−1; it is a target for query t if that token equals t's
+    mask[:, :, 1:] = tokens[:, :, None] == tokens[:, None, :-1]
+    return mask & np.tri(T, dtype=bool)  # only keys s ≤ t
+
+
+def induction_score(attn: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """How much each head attends to what followed the current token earlier on.
+
+    For every position whose token occurred before, the total weight on the keys that
+    came right after an earlier copy of it (:func:`induction_mask`), averaged over those
+    positions (Olsson et al., 2022): 1 for a perfect induction head, near 0 for a head
+    that looks elsewhere.
+
+    Parameters
+    ----------
+    attn : np.ndarray
+        One layer's weights, shape (B, H, T, T).
+    tokens : np.ndarray of int
+        The batch the weights were computed on, shape (B, T).
+
+    Returns
+    -------
+    np.ndarray
+        Shape (H,).
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    attn = _check_attn(attn)
+    mask = induction_mask(tokens)  # (B, T, T)
+    if mask.shape[:2] != (attn.shape[0], attn.shape[2]):
+        raise ValueError(
+            f"tokens の形 {mask.shape[:2]} が attn の (B, T)={(attn.shape[0], attn.shape[2])} と"
+            "一致しません"
+        )
+    seen = mask.any(axis=-1)  # (B, T): the token occurred before
+    if not seen.any():
+        raise ValueError("tokens に 2 回目に現れるトークンがありません: 誘導スコアを測れません")
+    on_target = (attn * mask[:, None]).sum(axis=-1)  # (B, H, T)
+    return on_target.transpose(1, 0, 2)[:, seen].mean(axis=-1)  # (H,)

@@ -418,7 +418,20 @@ def _cross_entropy(logits, targets, loss_mask):
 
 
 def _block_backward(d_x, params, layer, config, cache, grads):
-    """Gradients of one block ``x + MHA(x)``: fills ``grads`` and returns dL/dx."""
+    """Gradients of one block ``x + MHA(x)``: fills ``grads`` and returns dL/dx.
+
+    The forward pass, per head, and the backward pass in reverse order (``d·`` is the
+    gradient of the loss with respect to ·; y is the block's output)::
+
+        q, k, v = x W_q, x W_k, x W_v    →  dW = xᵀ d(q|k|v),  dx = dy + Σ d(q|k|v) Wᵀ
+        q, k = RoPE(q), RoPE(k)           →  d(q|k) rotated back by the opposite angles
+        S = q kᵀ / √Dh (+ bias, mask)     →  dq = dS k / √Dh,  dk = dSᵀ q / √Dh
+        A = softmax(S)                    →  dS = A ⊙ (dA − Σ_j A ⊙ dA)
+        O = A v                           →  dA = dO vᵀ,  dv = Aᵀ dO
+        y = x + concat(O) W_o             →  dW_o = concatᵀ dy,  dO = dy W_oᵀ
+
+    Taught in chapter 02 (なぜヘッドを分けるのか).
+    """
     x, q, k, v, attn, heads, concat, keep = cache
     w_q, w_k, w_v, w_o = (params[key] for key in _layer_keys(layer))
     key_q, key_k, key_v, key_o = _layer_keys(layer)
@@ -426,21 +439,24 @@ def _block_backward(d_x, params, layer, config, cache, grads):
     H, Hkv, Dh = config.n_heads, config.kv_heads, config.d_head
     rows = x.reshape(-1, D)  # (B·T, D)
 
+    # y = x + concat(O) W_o
     grads[key_o] = concat.reshape(-1, D).T @ d_x.reshape(-1, D)  # (D, D)
     d_concat = (d_x.reshape(-1, D) @ w_o.T).reshape(B, T, D)  # (B, T, D)
     # a contiguous copy: numpy's stacked matmul is only fast on contiguous blocks
     d_heads = np.ascontiguousarray(split_heads(d_concat, H))  # (B, H, T, Dh)
     if keep is not None:
         d_heads *= keep[:, None, None]
+    # O = A v
     d_v = attn.swapaxes(-1, -2) @ d_heads  # (B, H, T, Dh)
     d_attn = d_heads @ v.swapaxes(-1, -2)  # (B, H, T, T)
-    # softmax backward, row by row: dS = A ⊙ (dA − Σ_j A·dA); hidden keys have A = 0.
+    # A = softmax(S), row by row: dS = A ⊙ (dA − Σ_j A·dA); hidden keys have A = 0.
     # Σ_j A_ij·dA_ij = Σ_j A_ij (dO_i·v_j) = dO_i·O_i: one product per query over Dh,
     # not over all T keys (the trick FlashAttention uses).
     row_sums = (d_heads * heads).sum(axis=-1, keepdims=True)  # (B, H, T, 1)
     d_scores = d_attn  # in place, dA becomes dS; 1/√Dh of the scores q·k/√Dh folded in
     d_scores -= row_sums
     d_scores *= attn * (1.0 / math.sqrt(Dh))  # (B, H, T, T)
+    # S = q kᵀ / √Dh
     d_q = d_scores @ k  # (B, H, T, Dh)
     d_k = d_scores.swapaxes(-1, -2) @ q  # (B, H, T, Dh)
     # the G query heads of a group read the same K/V head: their gradients add up
@@ -453,6 +469,7 @@ def _block_backward(d_x, params, layer, config, cache, grads):
         positions = -np.arange(T)
         d_q = rope.apply(d_q, positions)
         d_k = rope.apply(d_k, positions)
+    # q, k, v = x W_q, x W_k, x W_v, and the residual path x → y
     d_rows = d_x.reshape(-1, D).copy()  # (B·T, D): the residual path passes d_x through
     for key, w, d_proj in ((key_q, w_q, d_q), (key_k, w_k, d_k), (key_v, w_v, d_v)):
         d_proj = merge_heads(d_proj).reshape(-1, w.shape[1])  # (B·T, D or Hkv·Dh)

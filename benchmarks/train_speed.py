@@ -3,11 +3,11 @@
 Usage: python benchmarks/train_speed.py [--repeats N] [--limit S] [--steps-only]
 
 First, one training step (a batch from the task, forward, backward, Adam) of the
-chapter-sized model (V=32, D=64, H=4, L=2, T=32, B=64) for every positional scheme and
-for GQA; prints the median and best ms per step and steps per second. Then every run
-listed in ``CHAPTER_RUNS`` is trained once, as the chapter will train it, and timed; the
-script exits with 1 if one takes longer than ``--limit`` seconds (20 by default: the
-notebook tests must stay quick).
+chapter-sized model (V=32, D=64, H=4, L=2, T=32, B=64, float32) for every positional
+scheme, for GQA and in float64; prints the median and best ms per step and steps per
+second. Then every run listed in ``CHAPTER_RUNS`` is trained once, as the chapter will
+train it, and timed; the script exits with 1 if one takes longer than ``--limit``
+seconds (20 by default: the notebook tests must stay quick).
 """
 
 import argparse
@@ -60,15 +60,16 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     print("1 ステップ（バッチ生成・順伝播・逆伝播・Adam）: V=32, D=64, H=4, L=2, T=32, B=64")
-    print(f"{'位置の方式':<14} {'中央値 ms':>10} {'最速 ms':>8} {'ステップ/秒':>11}")
-    settings = [(p, None) for p in ("none", "sinusoidal", "learned", "rope", "alibi")]
-    settings += [("learned", 2), ("learned", 1)]
-    for positional, n_kv_heads in settings:
-        config = ModelConfig(**CHAPTER, positional=positional, n_kv_heads=n_kv_heads)
+    print(f"{'設定':<22} {'中央値 ms':>10} {'最速 ms':>8} {'ステップ/秒':>11}")
+    settings = [dict(positional=p) for p in ("none", "sinusoidal", "learned", "rope", "alibi")]
+    settings += [dict(positional="learned", n_kv_heads=2), dict(positional="learned", n_kv_heads=1),
+                 dict(positional="learned", dtype="float64")]
+    for setting in settings:
+        config = ModelConfig(**CHAPTER, **setting)
         times_ms = np.array(time_steps(config, args.repeats)) * 1000
         median = statistics.median(times_ms)
-        label = positional if n_kv_heads is None else f"{positional}, Hkv={n_kv_heads}"
-        print(f"{label:<14} {median:>10.1f} {times_ms.min():>8.1f} {1000 / median:>11.1f}")
+        label = ", ".join(f"{k}={v}" if k != "positional" else v for k, v in setting.items())
+        print(f"{label:<22} {median:>10.1f} {times_ms.min():>8.1f} {1000 / median:>11.1f}")
     if args.steps_only:
         return 0
 

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from attnlab import MHAWeights, causal_mask, multi_head_attention, sinusoidal_encoding
+from attnlab import causal_mask, mean_pool_kv, multi_head_attention, sinusoidal_encoding
 from attnlab.model import (
     POSITIONAL,
     Adam,
@@ -13,6 +13,8 @@ from attnlab.model import (
     evaluate,
     forward,
     init_params,
+    layer_keys,
+    layer_weights,
     loss_and_grads,
     param_shapes,
     train,
@@ -108,7 +110,7 @@ def forward_from_attention_module(params, tokens, config):
     bias = alibi_bias(config.n_heads, T) if config.positional == "alibi" else None
     attns = []
     for layer in range(config.n_layers):
-        weights = MHAWeights(*(params[f"layers.{layer}.{w}"] for w in ("w_q", "w_k", "w_v", "w_o")))
+        weights = layer_weights(params, layer)
         out, attn = multi_head_attention(x, weights, config.n_heads, n_kv_heads=config.n_kv_heads,
                                          mask=mask, rope=config.rope, bias=bias)
         x = x + out
@@ -185,6 +187,28 @@ def test_sinusoidal_and_rope_models_accept_sequences_past_max_len():
         config = small(positional=positional)
         params = init_params(config, np.random.default_rng(0))
         assert forward(params, np.zeros((1, 20), dtype=int), config).logits.shape == (1, 20, 7)
+
+
+def test_a_model_whose_kv_heads_agree_in_pairs_pools_to_the_same_gqa_model():
+    config, gqa_config = small(), small(n_kv_heads=2)
+    params = init_params(config, np.random.default_rng(9))
+    d_head = config.d_head
+    for layer in range(config.n_layers):
+        for name in ("w_k", "w_v"):
+            w = params[f"layers.{layer}.{name}"]
+            for head in (1, 3):  # head 1 copies head 0, head 3 copies head 2
+                w[:, head * d_head:(head + 1) * d_head] = w[:, (head - 1) * d_head:head * d_head]
+    assert layer_weights(params, 1).w_q is params["layers.1.w_q"]
+    gqa = dict(params)
+    for layer in range(config.n_layers):
+        pooled = mean_pool_kv(layer_weights(params, layer), n_heads=4, n_kv_heads=2)
+        gqa.update(zip(layer_keys(layer), pooled, strict=True))
+    tokens, _, _ = small_batch(config)
+    np.testing.assert_allclose(forward(gqa, tokens, gqa_config).logits,
+                               forward(params, tokens, config).logits, rtol=1e-12, atol=1e-12)
+    message = "params に 'layers.2.w_q' がありません: layer=2 の層はありません"
+    with pytest.raises(ValueError, match=message):
+        layer_weights(params, 2)
 
 
 # --- loss and gradients -------------------------------------------------------------------

@@ -32,6 +32,7 @@ import numpy as np
 
 from attnlab._validate import choice, generator, positive_float, positive_int
 from attnlab.attention import (
+    MHAWeights,
     _head_counts,
     causal_mask,
     init_mha,
@@ -126,8 +127,28 @@ class ModelConfig:
         return RoPE(base=self.rope_base, scale=self.rope_scale)
 
 
-def _layer_keys(layer: int) -> tuple[str, str, str, str]:
-    return tuple(f"layers.{layer}.{name}" for name in ("w_q", "w_k", "w_v", "w_o"))
+def layer_keys(layer: int) -> tuple[str, str, str, str]:
+    """The names of one layer's matrices in ``params``: ``layers.{layer}.w_q`` … ``w_o``.
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    return tuple(f"layers.{layer}.{name}" for name in MHAWeights._fields)
+
+
+def layer_weights(params: dict, layer: int) -> MHAWeights:
+    """The four matrices of one attention layer, as :mod:`attnlab.attention` takes them.
+
+    ``layer_weights(params, 0)`` can go straight to :func:`attnlab.multi_head_attention`
+    or :func:`attnlab.mean_pool_kv`; ``params.update(zip(layer_keys(0), weights))`` puts
+    changed matrices back.
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    keys = layer_keys(layer)
+    missing = [key for key in keys if key not in params]
+    if missing:
+        raise ValueError(f"params に {missing[0]!r} がありません: layer={layer} の層はありません")
+    return MHAWeights(*(params[key] for key in keys))
 
 
 def param_shapes(config: ModelConfig) -> dict[str, tuple[int, int]]:
@@ -140,7 +161,7 @@ def param_shapes(config: ModelConfig) -> dict[str, tuple[int, int]]:
     if config.positional == "learned":
         shapes["pos"] = (config.max_len, D)
     for layer in range(config.n_layers):
-        w_q, w_k, w_v, w_o = _layer_keys(layer)
+        w_q, w_k, w_v, w_o = layer_keys(layer)
         shapes.update({w_q: (D, D), w_k: (D, d_kv), w_v: (D, d_kv), w_o: (D, D)})
     shapes["unembed"] = (D, V)
     return shapes
@@ -172,7 +193,7 @@ def init_params(config: ModelConfig, rng: np.random.Generator) -> dict[str, np.n
         params["pos"] = rng.standard_normal((config.max_len, D))
     for layer in range(config.n_layers):
         weights = init_mha(D, config.n_heads, config.n_kv_heads, rng=rng)
-        params.update(zip(_layer_keys(layer), weights, strict=True))
+        params.update(zip(layer_keys(layer), weights, strict=True))
     params["unembed"] = rng.standard_normal((D, V)) / math.sqrt(D)
     return {name: value.astype(config.dtype) for name, value in params.items()}
 
@@ -302,7 +323,7 @@ class _BlockCache(NamedTuple):
 
 def _block(x, params, layer, config, mask, bias, keep):
     """One block ``x + MHA(x)``; returns the new x and what the backward pass needs."""
-    w_q, w_k, w_v, w_o = (params[key] for key in _layer_keys(layer))
+    w_q, w_k, w_v, w_o = layer_weights(params, layer)
     H, G = config.n_heads, config.n_heads // config.kv_heads
     rope = config.rope
     positions = np.arange(x.shape[1])
@@ -433,8 +454,8 @@ def _block_backward(d_x, params, layer, config, cache, grads):
     Taught in chapter 02 (なぜヘッドを分けるのか).
     """
     x, q, k, v, attn, heads, concat, keep = cache
-    w_q, w_k, w_v, w_o = (params[key] for key in _layer_keys(layer))
-    key_q, key_k, key_v, key_o = _layer_keys(layer)
+    w_q, w_k, w_v, w_o = layer_weights(params, layer)
+    key_q, key_k, key_v, key_o = layer_keys(layer)
     B, T, D = x.shape
     H, Hkv, Dh = config.n_heads, config.kv_heads, config.d_head
     rows = x.reshape(-1, D)  # (B·T, D)

@@ -10,6 +10,7 @@ from attnlab.model import (
     POSITIONAL,
     Adam,
     ModelConfig,
+    ablation_losses,
     evaluate,
     forward,
     init_params,
@@ -17,6 +18,7 @@ from attnlab.model import (
     layer_weights,
     loss_and_grads,
     param_shapes,
+    pruning_curve,
     train,
 )
 from attnlab.positional import alibi_bias
@@ -209,6 +211,43 @@ def test_a_model_whose_kv_heads_agree_in_pairs_pools_to_the_same_gqa_model():
     message = "params に 'layers.2.w_q' がありません: layer=2 の層はありません"
     with pytest.raises(ValueError, match=message):
         layer_weights(params, 2)
+
+
+def test_ablation_losses_switch_off_one_head_at_a_time():
+    config = small()
+    params = init_params(config, np.random.default_rng(10))
+    batch = small_batch(config, B=4)
+    losses = ablation_losses(params, batch, config)
+    assert losses.shape == (2, 4)
+    for layer, head in [(0, 0), (1, 3)]:
+        assert losses[layer, head] == evaluate(params, batch, config, ablate=[(layer, head)])[0]
+    assert len(np.unique(losses)) == 8
+
+
+def test_the_pruning_curve_goes_from_the_full_model_to_no_heads():
+    config = small()
+    params = init_params(config, np.random.default_rng(11))
+    batch = small_batch(config, B=4)
+    curve = pruning_curve(params, batch, config)
+    assert curve.loss.shape == curve.accuracy.shape == (9,)
+    assert curve.loss[0] == evaluate(params, batch, config)[0]
+    every = [(layer, head) for layer in range(2) for head in range(4)]
+    assert curve.loss[-1] == evaluate(params, batch, config, ablate=every)[0]
+    alone = ablation_losses(params, batch, config)
+    assert [alone[pair] for pair in curve.order] == sorted(alone.ravel().tolist())
+    assert curve.loss[1] == alone.min()
+
+
+def test_a_pruning_order_is_followed_and_must_name_every_head_once():
+    config = small()
+    params = init_params(config, np.random.default_rng(12))
+    batch = small_batch(config, B=4)
+    order = [(1, 3), (1, 2), (1, 1), (1, 0), (0, 3), (0, 2), (0, 1), (0, 0)]
+    curve = pruning_curve(params, batch, config, order=order)
+    assert curve.order == order
+    assert curve.loss[2] == evaluate(params, batch, config, ablate=order[:2])[0]
+    with pytest.raises(ValueError, match="すべてのヘッド .* をちょうど 1 回ずつ"):
+        pruning_curve(params, batch, config, order=order[:-1] + [(1, 3)])
 
 
 # --- loss and gradients -------------------------------------------------------------------

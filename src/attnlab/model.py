@@ -574,6 +574,66 @@ def evaluate(params: dict, batch, config: ModelConfig, *, ablate=None) -> tuple[
     return loss, accuracy
 
 
+def ablation_losses(params: dict, batch, config: ModelConfig) -> np.ndarray:
+    """The loss on ``batch`` with each head switched off, one at a time.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (n_layers, H): entry (l, h) is the loss with head h of layer l off and
+        every other head on. Compare with ``evaluate(params, batch, config)[0]``.
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    losses = np.empty((config.n_layers, config.n_heads))
+    for layer, head in np.ndindex(losses.shape):
+        losses[layer, head] = evaluate(params, batch, config, ablate=[(layer, head)])[0]
+    return losses
+
+
+class PruningCurve(NamedTuple):
+    """What :func:`pruning_curve` returns."""
+
+    order: list  # the heads (layer, head), in the order they were switched off
+    loss: np.ndarray  # (n_layers·H + 1,): loss with the first k heads of `order` off
+    accuracy: np.ndarray  # (n_layers·H + 1,): accuracy likewise
+
+
+def pruning_curve(params: dict, batch, config: ModelConfig, order=None) -> PruningCurve:
+    """Switch heads off one after another and measure the model after each.
+
+    Parameters
+    ----------
+    params, batch, config
+        As for :func:`evaluate`.
+    order : list of (int, int), optional
+        Every head (layer, head) once. By default the heads whose removal alone costs
+        least (:func:`ablation_losses`) go first, as in Michel et al. (2019).
+
+    Returns
+    -------
+    PruningCurve
+        ``loss[0]`` and ``accuracy[0]`` are the full model's; the last entries have
+        every head off.
+
+    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    """
+    every = [(layer, head) for layer in range(config.n_layers) for head in range(config.n_heads)]
+    if order is None:
+        alone = ablation_losses(params, batch, config)  # (L, H)
+        order = [every[i] for i in np.argsort(alone, axis=None, kind="stable")]
+    else:
+        order = [tuple(int(i) for i in pair) for pair in order]
+        if sorted(order) != every:
+            raise ValueError(
+                f"order にはすべてのヘッド (層, ヘッド) をちょうど 1 回ずつ並べてください: "
+                f"{len(every)} 個のヘッドに対して order={order}"
+            )
+    results = [evaluate(params, batch, config, ablate=order[:k]) for k in range(len(order) + 1)]
+    loss, accuracy = (np.array(column) for column in zip(*results, strict=True))
+    return PruningCurve(order, loss, accuracy)
+
+
 # --- training -----------------------------------------------------------------------------
 
 class Adam:

@@ -83,6 +83,20 @@ def int_positions(positions, name: str = "positions") -> np.ndarray:
     return p
 
 
+def token_ids(tokens, name: str = "tokens") -> np.ndarray:
+    """Token ids as an integer (B, T) array, or a ValueError naming ``name``."""
+    tokens = np.asarray(tokens)
+    if tokens.dtype == np.bool_ or not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(
+            f"{name} はトークン ID の整数配列である必要があります: dtype={tokens.dtype}"
+        )
+    if tokens.ndim != 2:
+        raise ValueError(
+            f"{name} は (B, T) の 2 次元配列である必要があります: {name}.shape={tokens.shape}"
+        )
+    return tokens
+
+
 def _preview(a: np.ndarray, n: int = 6) -> str:
     """A short text of the first values of ``a`` for an error message."""
     flat = np.ravel(a)

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import choice, generator, positive_float, positive_int
+from attnlab._validate import choice, generator, positive_float, positive_int, token_ids
 from attnlab.attention import (
     MHAWeights,
     _head_counts,
@@ -229,17 +229,7 @@ def _check_params(params, config: ModelConfig) -> dict[str, np.ndarray]:
 
 
 def _check_tokens(tokens, config: ModelConfig) -> np.ndarray:
-    tokens = np.asarray(tokens)
-    if tokens.dtype == np.bool_ or not np.issubdtype(tokens.dtype, np.integer):
-        raise ValueError(
-            "tokens はトークン ID の整数配列である必要があります: "
-            f"dtype={tokens.dtype}"
-        )
-    if tokens.ndim != 2:
-        raise ValueError(
-            "tokens は (B, T) の 2 次元配列である必要があります: "
-            f"tokens.shape={tokens.shape}"
-        )
+    tokens = token_ids(tokens, "tokens")
     if tokens.size == 0:
         raise ValueError(f"tokens が空です: tokens.shape={tokens.shape}")
     low, high = int(tokens.min()), int(tokens.max())
@@ -384,17 +374,21 @@ def forward(params: dict, tokens: np.ndarray, config: ModelConfig, *, ablate=Non
 
     Taught in chapter 02 (なぜヘッドを分けるのか); ablation in chapter 04.
     """
-    config = _check_config(config)
-    params = _check_params(params, config)
-    tokens = _check_tokens(tokens, config)
+    params, tokens, config = _check_call(params, tokens, config)
     logits, _, caches = _forward(params, tokens, config, ablate)
     return Forward(logits, tuple(cache.attn for cache in caches))
 
 
 # --- loss and backward --------------------------------------------------------------------
 
+def _check_call(params, tokens, config):
+    """The checked ``(params, tokens, config)`` of every public entry point."""
+    config = _check_config(config)
+    return _check_params(params, config), _check_tokens(tokens, config), config
+
+
 def _check_targets(tokens, targets, loss_mask, config):
-    targets = np.asarray(targets)
+    targets = token_ids(targets, "targets")
     loss_mask = np.asarray(loss_mask)
     if targets.shape != tokens.shape:
         raise ValueError(
@@ -405,11 +399,6 @@ def _check_targets(tokens, targets, loss_mask, config):
         raise ValueError(
             f"loss_mask の形が tokens と一致しません: loss_mask.shape={loss_mask.shape}, "
             f"tokens.shape={tokens.shape}"
-        )
-    if not np.issubdtype(targets.dtype, np.integer) or targets.dtype == np.bool_:
-        raise ValueError(
-            "targets はトークン ID の整数配列である必要があります: "
-            f"dtype={targets.dtype}"
         )
     loss_mask = loss_mask.astype(bool)
     if not loss_mask.any():
@@ -534,9 +523,7 @@ def loss_and_grads(
 
 
 def _loss_grads_accuracy(params, tokens, targets, loss_mask, config, ablate=None):
-    config = _check_config(config)
-    params = _check_params(params, config)
-    tokens = _check_tokens(tokens, config)
+    params, tokens, config = _check_call(params, tokens, config)
     targets, loss_mask = _check_targets(tokens, targets, loss_mask, config)
     logits, x, caches = _forward(params, tokens, config, ablate)
     loss, d_logits, accuracy = _cross_entropy(logits, targets, loss_mask)
@@ -564,10 +551,8 @@ def evaluate(params: dict, batch, config: ModelConfig, *, ablate=None) -> tuple[
 
     Taught in chapter 04 (各ヘッドは何を捉えているのか).
     """
-    config = _check_config(config)
-    params = _check_params(params, config)
     tokens, targets, loss_mask = batch
-    tokens = _check_tokens(tokens, config)
+    params, tokens, config = _check_call(params, tokens, config)
     targets, loss_mask = _check_targets(tokens, targets, loss_mask, config)
     logits, _, _ = _forward(params, tokens, config, ablate)
     loss, _, accuracy = _cross_entropy(logits, targets, loss_mask)

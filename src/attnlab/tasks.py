@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import as_float_array, generator, positive_int
+from attnlab._validate import as_float_array, generator, positive_int, token_ids
 
 
 class Batch(NamedTuple):
@@ -26,6 +26,25 @@ class Batch(NamedTuple):
     tokens: np.ndarray  # (B, T) int64
     targets: np.ndarray  # (B, T) int64; 0 where loss_mask is False
     loss_mask: np.ndarray  # (B, T) bool
+
+
+def _check_periods(min_period: int, max_period: int | None) -> None:
+    """The period range of a repeating task: 2 ≤ min_period ≤ max_period."""
+    positive_int(min_period, "min_period")
+    if min_period < 2:
+        raise ValueError(f"min_period は 2 以上である必要があります: min_period={min_period}")
+    if max_period is not None:
+        positive_int(max_period, "max_period")
+        if max_period < min_period:
+            raise ValueError(f"max_period={max_period} が min_period={min_period} より小さいです")
+
+
+def _next_token_batch(tokens: np.ndarray, loss_mask: np.ndarray) -> Batch:
+    """A batch whose target at t is the token at t+1, scored where ``loss_mask`` is True."""
+    targets = np.zeros_like(tokens)
+    targets[:, :-1] = tokens[:, 1:]  # the next token
+    targets[~loss_mask] = 0
+    return Batch(tokens, targets, loss_mask)
 
 
 def _sizes(rng, batch, seq_len, shortest: int) -> tuple[np.random.Generator, int, int]:
@@ -131,23 +150,12 @@ class RepeatedSequence:
 
     def __post_init__(self):
         positive_int(self.vocab_size, "vocab_size")
-        positive_int(self.min_period, "min_period")
-        if self.min_period < 2:
+        _check_periods(self.min_period, self.max_period)
+        if self.max_period is not None and self.max_period > self.vocab_size:
             raise ValueError(
-                "min_period は 2 以上である必要があります: "
-                f"min_period={self.min_period}"
+                f"max_period={self.max_period} が vocab_size={self.vocab_size} を超えています: "
+                "区間のトークンはすべて異なるので、周期は語彙の大きさまでです"
             )
-        if self.max_period is not None:
-            positive_int(self.max_period, "max_period")
-            if self.max_period < self.min_period:
-                raise ValueError(
-                    f"max_period={self.max_period} が min_period={self.min_period} より小さいです"
-                )
-            if self.max_period > self.vocab_size:
-                raise ValueError(
-                    f"max_period={self.max_period} が vocab_size={self.vocab_size} を超えています: "
-                    "区間のトークンはすべて異なるので、周期は語彙の大きさまでです"
-                )
 
     def periods(self, rng, batch: int, seq_len: int) -> np.ndarray:
         """Draw the period of each row: (B,) ints."""
@@ -170,10 +178,7 @@ class RepeatedSequence:
             segment = rng.permutation(self.vocab_size)[:period]  # P distinct tokens
             tokens[row] = segment[t % period]
             loss_mask[row, period:-1] = True  # the current token has been seen before
-        targets = np.zeros_like(tokens)
-        targets[:, :-1] = tokens[:, 1:]  # the next token
-        targets[~loss_mask] = 0
-        return Batch(tokens, targets, loss_mask)
+        return _next_token_batch(tokens, loss_mask)
 
 
 @dataclass(frozen=True)
@@ -201,16 +206,8 @@ class RepeatInNoise:
 
     def __post_init__(self):
         positive_int(self.vocab_size, "vocab_size")
-        positive_int(self.min_period, "min_period")
-        positive_int(self.max_period, "max_period")
-        if self.min_period < 2:
-            raise ValueError(
-                f"min_period は 2 以上である必要があります: min_period={self.min_period}"
-            )
-        if self.max_period < self.min_period:
-            raise ValueError(
-                f"max_period={self.max_period} が min_period={self.min_period} より小さいです"
-            )
+        positive_int(self.max_period, "max_period")  # required here: no None
+        _check_periods(self.min_period, self.max_period)
         if self.max_period >= self.vocab_size:
             raise ValueError(
                 f"max_period={self.max_period} は vocab_size={self.vocab_size} より小さい必要が"
@@ -230,10 +227,7 @@ class RepeatInNoise:
             tokens[row, start:start + period] = segment
             tokens[row, start + period:start + 2 * period] = segment
             loss_mask[row, start + period:start + 2 * period - 1] = True
-        targets = np.zeros_like(tokens)
-        targets[:, :-1] = tokens[:, 1:]  # the next token
-        targets[~loss_mask] = 0
-        return Batch(tokens, targets, loss_mask)
+        return _next_token_batch(tokens, loss_mask)
 
 
 # --- scores -------------------------------------------------------------------------------
@@ -280,12 +274,7 @@ def induction_mask(tokens: np.ndarray) -> np.ndarray:
 
     Taught in chapter 04 (各ヘッドは何を捉えているのか).
     """
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2:
-        raise ValueError(
-            "tokens は (B, T) の 2 次元配列である必要があります: "
-            f"tokens.shape={tokens.shape}"
-        )
+    tokens = token_ids(tokens, "tokens")
     T = tokens.shape[1]
     mask = np.zeros((*tokens.shape, T), dtype=bool)  # (B, T, T)
     # key s (≥ 1) follows token s−1; it is a target for query t if that token equals t's

@@ -17,8 +17,9 @@ import time
 
 import numpy as np
 
-from attnlab.model import Adam, ModelConfig, init_params, loss_and_grads, train
+from attnlab.model import ModelConfig, init_params, loss_and_grads
 from attnlab.tasks import PreviousToken, RepeatedSequence, RepeatInNoise, TwoPositions
+from attnlab.training import Adam, train
 
 CHAPTER = dict(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=32)
 
@@ -45,8 +46,7 @@ def time_steps(config: ModelConfig, repeats: int) -> list[float]:
     times = []
     for _ in range(repeats + 3):  # the first steps warm caches and BLAS threads
         start = time.perf_counter()
-        tokens, targets, loss_mask = task(rng, 64, 32)
-        _, grads = loss_and_grads(params, tokens, targets, loss_mask, config)
+        _, grads = loss_and_grads(params, task(rng, 64, 32), config)
         optimiser.step(params, grads)
         times.append(time.perf_counter() - start)
     return times[3:]
@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
     slow = []
     for chapter, what, config, task, steps in CHAPTER_RUNS:
         start = time.perf_counter()
-        result = train(config, task, steps=steps, seed=0)
+        result = train(config, task, steps=steps, rng=np.random.default_rng(0))
         seconds = time.perf_counter() - start
         accuracy = result.accuracy[-20:].mean()
         print(f"第{chapter}章 {what:<26} {steps:>4} ステップ {seconds:>6.1f} 秒 "

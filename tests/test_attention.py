@@ -99,7 +99,7 @@ def test_causal_mask_allows_exactly_keys_up_to_the_query(T):
 
 @pytest.mark.parametrize("T", [0, -3, 2.5, "4", True, None])
 def test_causal_mask_rejects_a_bad_length(T):
-    with pytest.raises(ValueError, match="T="):
+    with pytest.raises(ValueError, match="seq_len="):
         causal_mask(T)
 
 

@@ -10,16 +10,16 @@ from hypothesis import strategies as st
 from attnlab.attention import (
     MHAWeights,
     causal_mask,
+    head_counts,
     init_mha,
-    kv_cache_bytes,
     mean_pool_kv,
     merge_heads,
-    mha_cost,
     multi_head_attention,
     multi_head_attention_loop,
     scaled_dot_product_attention,
     split_heads,
 )
+from attnlab.costs import kv_cache_bytes, mha_cost
 from attnlab.positional import RoPE, alibi_bias, sinusoidal_encoding
 
 
@@ -60,6 +60,12 @@ def test_merge_heads_undoes_split_heads(n_heads, T, d_head, lead):
     heads = split_heads(x, n_heads)
     assert heads.shape == (*lead, n_heads, T, d_head)
     np.testing.assert_array_equal(merge_heads(heads), x)
+
+
+def test_head_counts_of_the_article_and_of_gqa():
+    assert head_counts(512, 8) == (8, 8, 64)
+    assert head_counts(512, 8, 2) == (8, 2, 64)
+    assert head_counts(4096, 32, 8).d_head == 128
 
 
 def test_head_i_holds_column_block_i():
@@ -309,7 +315,7 @@ def test_cost_does_not_depend_on_the_number_of_heads():
 
 
 def test_cost_scales_with_batch():
-    one, eight = mha_cost(64, 4, 10, batch=1), mha_cost(64, 4, 10, batch=8)
+    one, eight = mha_cost(64, 4, 10, batch_size=1), mha_cost(64, 4, 10, batch_size=8)
     assert eight.flops["total"] == 8 * one.flops["total"]
     assert eight.params == one.params
 
@@ -318,7 +324,7 @@ def test_kv_cache_bytes_of_published_configurations():
     # 2 (K and V) x layers x K/V heads x head dim x tokens x bytes (FACTS.md)
     assert kv_cache_bytes(32, 32, 128, 1) == 524_288  # Llama 2 7B: 512 KiB per token
     assert kv_cache_bytes(32, 8, 128, 1) == 131_072  # Llama 3 8B, Mistral 7B: 128 KiB
-    assert kv_cache_bytes(80, 8, 128, 4096, batch=2) == 2 * 80 * 8 * 128 * 4096 * 2 * 2
+    assert kv_cache_bytes(80, 8, 128, 4096, batch_size=2) == 2 * 80 * 8 * 128 * 4096 * 2 * 2
 
 
 # --- bad input ------------------------------------------------------------------------------

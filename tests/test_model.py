@@ -1,4 +1,5 @@
-"""Tests of attnlab.model: the toy transformer, its backward pass, Adam and train."""
+"""Tests of attnlab.model and attnlab.training: the toy transformer, its backward pass,
+Adam, train, evaluation, ablation and pruning."""
 
 import itertools
 
@@ -8,21 +9,17 @@ import pytest
 from attnlab import causal_mask, mean_pool_kv, multi_head_attention, sinusoidal_encoding
 from attnlab.model import (
     POSITIONAL,
-    Adam,
     ModelConfig,
-    ablation_losses,
-    evaluate,
     forward,
     init_params,
     layer_keys,
     layer_weights,
     loss_and_grads,
     param_shapes,
-    pruning_curve,
-    train,
 )
 from attnlab.positional import alibi_bias
-from attnlab.tasks import PreviousToken
+from attnlab.tasks import Batch, PreviousToken
+from attnlab.training import Adam, ablation_losses, evaluate, pruning_curve, train
 
 SMALL = dict(vocab_size=7, d_model=8, n_heads=4, n_layers=2, max_len=6, dtype="float64")
 
@@ -37,7 +34,7 @@ def small_batch(config: ModelConfig, seed: int = 0, B: int = 2, T: int = 5):
     targets = rng.integers(0, config.vocab_size, (B, T))
     loss_mask = rng.random((B, T)) < 0.7
     loss_mask[0, 0] = True
-    return tokens, targets, loss_mask
+    return Batch(tokens, targets, loss_mask)
 
 
 ALL_SETTINGS = list(itertools.product(POSITIONAL, (True, False), (None, 2, 1)))
@@ -259,7 +256,7 @@ def test_loss_is_the_mean_cross_entropy_of_the_selected_positions():
     logits = forward(params, tokens, config).logits
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     picked = np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
-    loss, _ = loss_and_grads(params, tokens, targets, loss_mask, config)
+    loss, _ = loss_and_grads(params, Batch(tokens, targets, loss_mask), config)
     assert loss == pytest.approx(-picked[loss_mask].mean(), rel=1e-12)
     eval_loss, accuracy = evaluate(params, (tokens, targets, loss_mask), config)
     assert eval_loss == pytest.approx(loss, rel=1e-12)
@@ -276,14 +273,14 @@ def numerical_gradient_error(config, ablate=None, seed=0, entries=6, eps=1e-5):
     """
     rng = np.random.default_rng(seed)
     params = init_params(config, rng)
-    tokens, targets, loss_mask = small_batch(config, seed)
-    _, grads = loss_and_grads(params, tokens, targets, loss_mask, config, ablate=ablate)
+    batch = small_batch(config, seed)
+    _, grads = loss_and_grads(params, batch, config, ablate=ablate)
     assert grads.keys() == params.keys()
 
     def loss_at(name, direction, step):
         moved = dict(params)
         moved[name] = params[name] + step * direction
-        return loss_and_grads(moved, tokens, targets, loss_mask, config, ablate=ablate)[0]
+        return loss_and_grads(moved, batch, config, ablate=ablate)[0]
 
     worst = 0.0
     for name, value in params.items():
@@ -318,7 +315,7 @@ def test_backprop_matches_finite_differences_with_heads_switched_off_and_rope_sc
 def test_a_switched_off_head_gets_no_gradient_through_its_output():
     config = small(n_layers=1)
     params = init_params(config, np.random.default_rng(6))
-    _, grads = loss_and_grads(params, *small_batch(config), config, ablate=[(0, 1)])
+    _, grads = loss_and_grads(params, small_batch(config), config, ablate=[(0, 1)])
     d_head = config.d_head
     assert np.all(grads["layers.0.w_o"][d_head:2 * d_head] == 0)
     assert np.all(grads["layers.0.w_q"][:, d_head:2 * d_head] == 0)
@@ -328,7 +325,7 @@ def test_a_switched_off_head_gets_no_gradient_through_its_output():
 def test_learned_rows_past_the_sequence_get_no_gradient():
     config = small(positional="learned")
     params = init_params(config, np.random.default_rng(7))
-    _, grads = loss_and_grads(params, *small_batch(config, T=4), config)
+    _, grads = loss_and_grads(params, small_batch(config, T=4), config)
     assert np.all(grads["pos"][4:] == 0)
     assert np.all(np.any(grads["pos"][:4] != 0, axis=1))
 
@@ -339,12 +336,12 @@ def test_float32_stays_float32_and_agrees_with_float64(positional):
     narrow = small(positional=positional, n_kv_heads=2, dtype="float32")
     params = init_params(wide, np.random.default_rng(8))
     params32 = {k: v.astype(np.float32) for k, v in params.items()}
-    tokens, targets, loss_mask = small_batch(wide)
-    result = forward(params32, tokens, narrow, ablate=[(0, 1)])
+    batch = small_batch(wide)
+    result = forward(params32, batch.tokens, narrow, ablate=[(0, 1)])
     assert result.logits.dtype == np.float32
     assert all(a.dtype == np.float32 for a in result.attn)
-    loss32, grads32 = loss_and_grads(params32, tokens, targets, loss_mask, narrow)
-    loss64, grads64 = loss_and_grads(params, tokens, targets, loss_mask, wide)
+    loss32, grads32 = loss_and_grads(params32, batch, narrow)
+    loss64, grads64 = loss_and_grads(params, batch, wide)
     assert all(g.dtype == np.float32 for g in grads32.values())
     assert loss32 == pytest.approx(loss64, rel=1e-5)
     for name in grads64:
@@ -397,7 +394,7 @@ def test_bad_targets_and_masks_are_refused_in_japanese(model):
     ]
     for args, message in cases:
         with pytest.raises(ValueError, match=message):
-            loss_and_grads(params, *args, config)
+            loss_and_grads(params, Batch(*args), config)
 
 
 def test_parameters_that_do_not_fit_the_config_are_refused(model):
@@ -426,9 +423,9 @@ def test_adams_first_step_moves_every_entry_by_lr_against_its_gradient():
 def test_training_is_deterministic_for_a_seed():
     config = small(n_layers=1)
     task = PreviousToken(vocab_size=7)
-    a = train(config, task, steps=5, batch_size=4, seq_len=6, seed=1)
-    b = train(config, task, steps=5, batch_size=4, seq_len=6, seed=1)
-    c = train(config, task, steps=5, batch_size=4, seq_len=6, seed=2)
+    a = train(config, task, steps=5, batch_size=4, seq_len=6, rng=np.random.default_rng(1))
+    b = train(config, task, steps=5, batch_size=4, seq_len=6, rng=np.random.default_rng(1))
+    c = train(config, task, steps=5, batch_size=4, seq_len=6, rng=np.random.default_rng(2))
     np.testing.assert_array_equal(a.loss, b.loss)
     np.testing.assert_array_equal(a.accuracy, b.accuracy)
     assert all(np.array_equal(a.params[k], b.params[k]) for k in a.params)
@@ -438,13 +435,15 @@ def test_training_is_deterministic_for_a_seed():
 
 def test_training_lowers_the_loss():
     config = small(n_layers=1, positional="learned", vocab_size=5)
-    result = train(config, PreviousToken(vocab_size=5), steps=60, batch_size=16, seq_len=6)
+    result = train(config, PreviousToken(vocab_size=5), steps=60, batch_size=16, seq_len=6,
+                   rng=np.random.default_rng(0))
     assert result.loss[-10:].mean() < 0.5 * result.loss[:5].mean()
 
 
 def test_rows_of_the_table_never_trained_stay_as_initialised():
     config = small(positional="learned", max_len=12, n_layers=1)
-    result = train(config, PreviousToken(vocab_size=7), steps=10, batch_size=4, seq_len=5, seed=3)
+    result = train(config, PreviousToken(vocab_size=7), steps=10, batch_size=4, seq_len=5,
+                   rng=np.random.default_rng(3))
     initial = result.initial["pos"]
     np.testing.assert_array_equal(result.params["pos"][5:], initial[5:])
     assert not np.allclose(result.params["pos"][:5], initial[:5])
@@ -453,6 +452,47 @@ def test_rows_of_the_table_never_trained_stay_as_initialised():
 def test_train_refuses_a_task_with_a_larger_vocabulary():
     message = "タスクの語彙 vocab_size=32 がモデルの vocab_size=7 より大きい"
     with pytest.raises(ValueError, match=message):
-        train(small(), PreviousToken(vocab_size=32), steps=1)
+        train(small(), PreviousToken(vocab_size=32), steps=1, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="steps は 1 以上の整数"):
-        train(small(), PreviousToken(vocab_size=7), steps=0)
+        train(small(), PreviousToken(vocab_size=7), steps=0, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="rng は np.random.default_rng"):
+        train(small(), PreviousToken(vocab_size=7), steps=1, rng=0)
+
+
+def test_train_with_one_rng_equals_the_seed_spawned_into_init_and_data_streams():
+    """The two streams are ``rng.spawn(2)``: the parameters and the first batch can be
+    rebuilt from them, so a chapter can say where every random number came from."""
+    config = small(n_layers=1)
+    task = PreviousToken(vocab_size=7)
+    result = train(config, task, steps=1, batch_size=4, seq_len=6, rng=np.random.default_rng(5))
+    init_rng, data_rng = np.random.default_rng(5).spawn(2)
+    initial = init_params(config, init_rng)
+    assert all(np.array_equal(result.initial[k], initial[k]) for k in initial)
+    loss, _ = loss_and_grads(initial, task(data_rng, 4, 6), config)
+    assert result.loss[0] == loss
+
+
+def test_n_kv_heads_is_one_field_none_meaning_every_head():
+    assert small().n_kv_heads == 4
+    assert small(n_kv_heads=2).n_kv_heads == 2
+    assert small() == small(n_kv_heads=4)
+    assert not hasattr(small(), "kv_heads")
+
+
+@pytest.mark.parametrize("call", [
+    lambda p, b: ablation_losses(p, b, {"d_model": 8}),
+    lambda p, b: pruning_curve(p, b, "config"),
+    lambda p, b: evaluate(p, b, None),
+    lambda p, b: param_shapes(3),
+])
+def test_every_entry_point_refuses_a_config_that_is_not_one_in_japanese(model, call):
+    config, params = model
+    with pytest.raises(ValueError, match="config は attnlab.model.ModelConfig"):
+        call(params, small_batch(config))
+
+
+@pytest.mark.parametrize("batch", [(np.zeros((1, 3), dtype=int),), "tokens", None])
+def test_a_batch_that_is_not_three_arrays_is_refused_in_japanese(model, batch):
+    config, params = model
+    with pytest.raises(ValueError, match=r"batch は Batch\(tokens, targets, loss_mask\)"):
+        loss_and_grads(params, batch, config)

@@ -242,7 +242,7 @@ def test_alibi_bias_is_minus_slope_times_distance():
     ("call", "fragment"),
     [
         (lambda: sinusoidal_encoding(10, 7), "d_model=7 は偶数"),
-        (lambda: sinusoidal_encoding(0, 8), "n_positions=0"),
+        (lambda: sinusoidal_encoding(0, 8), "seq_len=0"),
         (lambda: sinusoidal_encoding(10, 8, layout="paper"), "layout='paper'"),
         (lambda: sinusoidal_encoding(10, 8, base=-1.0), "base=-1.0"),
         (lambda: init_position_table(0, 4, rng=np.random.default_rng()), "max_len=0"),

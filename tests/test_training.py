@@ -8,14 +8,10 @@ the closing note of issue 4 lists the values measured over four seeds.
 import numpy as np
 import pytest
 
-from attnlab.model import ModelConfig, evaluate, forward, train
-from attnlab.tasks import (
-    PreviousToken,
-    RepeatedSequence,
-    TwoPositions,
-    induction_score,
-    previous_token_score,
-)
+from attnlab.head_roles import induction_score, previous_token_score
+from attnlab.model import ModelConfig, forward
+from attnlab.tasks import PreviousToken, RepeatedSequence, TwoPositions
+from attnlab.training import evaluate, train
 
 CHAPTER = dict(vocab_size=32, d_model=64, n_heads=4, max_len=32)
 
@@ -48,7 +44,7 @@ def test_one_layer_with_positions_learns_previous_token_copy(positional):
     steps and 1.00 over steps 100–109)."""
     config = ModelConfig(**CHAPTER, n_layers=1, positional=positional)
     task = PreviousToken(vocab_size=32)
-    result = train(config, task, steps=150, seed=0)
+    result = train(config, task, steps=150, rng=np.random.default_rng(0))
     _, accuracy = evaluate(result.params, task(np.random.default_rng(123), 128, 32), config)
     assert accuracy >= 0.99
     assert result.accuracy[:10].mean() < 0.4  # it had to learn it
@@ -61,7 +57,7 @@ def test_without_positions_or_mask_previous_token_copy_stays_near_the_bag_ceilin
     over seeds 0–3."""
     config = ModelConfig(**CHAPTER, n_layers=1, positional="none", causal=False)
     task = PreviousToken(vocab_size=32)
-    result = train(config, task, steps=150, seed=0)
+    result = train(config, task, steps=150, rng=np.random.default_rng(0))
     batch = task(np.random.default_rng(123), 128, 32)
     _, accuracy = evaluate(result.params, batch, config)
     ceiling = bag_of_tokens_ceiling(batch)
@@ -90,7 +86,7 @@ def test_two_layers_on_repeated_sequences_grow_previous_token_and_induction_head
         first = attn[0][:, :, :16, :16]  # queries and keys of the first 16 positions
         return previous_token_score(first), induction_score(attn[1], batch.tokens)
 
-    result = train(config, task, steps=200, seed=0)
+    result = train(config, task, steps=200, rng=np.random.default_rng(0))
     previous_before, induction_before = scores(result.initial)
     assert previous_before.max() < 0.3 and induction_before.max() < 0.3
 
@@ -111,7 +107,7 @@ def test_reading_two_places_needs_more_than_one_head(n_heads):
     0.81–0.84 for seeds 0–1 even after 600 steps), so no test here."""
     config = ModelConfig(**{**CHAPTER, "n_heads": n_heads}, n_layers=1)
     task = TwoPositions()
-    result = train(config, task, steps=300, seed=0)
+    result = train(config, task, steps=300, rng=np.random.default_rng(0))
     batch = task(np.random.default_rng(123), 128, 32)
     _, accuracy = evaluate(result.params, batch, config)
     predicted = forward(result.params, batch.tokens, config).logits.argmax(-1)[batch.loss_mask]

@@ -16,13 +16,21 @@ Dh    width of one head, ``d_head = D / H`` (``d_k`` in the paper)
 V     vocabulary size
 ====  =========================================
 
-Modules, bottom to top; numerics never import presentation:
+Modules, bottom to top; numerics never import presentation (a test checks that
+importing any numerics module loads neither matplotlib nor ipywidgets):
 
-- numerics: ``attention`` (softmax, masks, heads, GQA/MQA, costs), ``positional``
-  (sinusoidal, learned table, RoPE, NTK base, ALiBi), ``model`` (a small attention-only
-  transformer with its backward pass, Adam and ``train``) and ``tasks`` (toy tasks and
-  the scores that name a head's role);
-- presentation: ``plotting``.
+- numerics: ``positional`` (sinusoidal, learned table, RoPE, NTK base, ALiBi),
+  ``attention`` (softmax, masks, heads, the one multi-head forward pass, GQA/MQA),
+  ``costs`` (parameters, FLOPs, KV cache), ``tasks`` (toy tasks and their batches),
+  ``model`` (a small attention-only transformer with its backward pass), ``training``
+  (Adam, ``train``, ``evaluate``, ablation, pruning), ``head_roles`` (scores that name
+  what a head does) and ``experiments`` (one module per chapter's numeric experiment);
+- presentation: ``plotting`` (font, palette, figure helpers), ``widgets`` (live
+  figures, one module per figure) and ``checks`` (self-checks, one module per topic).
+
+The last line of every public function's docstring names the chapter that teaches it
+(``Taught in chapter 03.``), or says ``Not taught:`` for machinery no chapter calls; a
+test keeps both true.
 
 The names below are the ones chapters use most; everything else is imported from its
 module, e.g. ``from attnlab.positional import apply_rope``.
@@ -32,16 +40,15 @@ from attnlab.attention import (
     MHAWeights,
     causal_mask,
     init_mha,
-    kv_cache_bytes,
     mean_pool_kv,
     merge_heads,
-    mha_cost,
     multi_head_attention,
     multi_head_attention_loop,
     scaled_dot_product_attention,
     softmax,
     split_heads,
 )
+from attnlab.costs import kv_cache_bytes, mha_cost
 from attnlab.positional import RoPE, apply_rope, rope_angles, sinusoidal_encoding
 
 __all__ = [

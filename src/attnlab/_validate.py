@@ -37,6 +37,45 @@ def positive_float(value, name: str) -> float:
     return float(value)
 
 
+def even_int(value, name: str) -> int:
+    """``value`` as a Python int, or a ValueError if it is not an even integer ≥ 2.
+
+    Dimensions that are used in pairs (sinusoids, RoPE) must be even.
+    """
+    value = positive_int(value, name)
+    if value % 2:
+        raise ValueError(
+            f"{name}={value} は偶数である必要があります: 次元を 2 つずつ組にして使うためです"
+        )
+    return value
+
+
+def rope_head(d_head: int, context: str) -> int:
+    """``d_head`` unchanged, or a ValueError: RoPE rotates the dimensions of a head in pairs.
+
+    ``context`` says where ``d_head`` came from, e.g. ``"d_model=12, n_heads=4"``.
+    """
+    if d_head % 2:
+        raise ValueError(
+            "RoPE は次元を 2 つずつ回転させるので d_head は偶数である必要があります: "
+            f"d_head={d_head} ({context})"
+        )
+    return d_head
+
+
+def at_least_2d(x: np.ndarray, name: str, axes: str) -> np.ndarray:
+    """``x`` unchanged, or a ValueError if it has fewer than 2 axes.
+
+    ``axes`` names the expected shape, e.g. ``"(..., T, D)"``.
+    """
+    if x.ndim < 2:
+        raise ValueError(
+            f"{name} は {axes} の形の 2 次元以上の配列である必要があります: "
+            f"{name}.shape={x.shape}"
+        )
+    return x
+
+
 def choice(value, name: str, allowed: tuple[str, ...]) -> str:
     """``value`` if it is one of ``allowed``, else a ValueError listing them."""
     if value not in allowed:

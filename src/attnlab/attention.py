@@ -10,7 +10,14 @@ from typing import NamedTuple
 import numpy as np
 
 from attnlab._validate import as_float_array as _as_float_array
-from attnlab._validate import broadcasts_to, finite, generator, positive_int
+from attnlab._validate import (
+    at_least_2d,
+    broadcasts_to,
+    finite,
+    generator,
+    positive_int,
+    rope_head,
+)
 from attnlab.positional import RoPE
 
 
@@ -33,7 +40,7 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     np.ndarray
         Same shape and floating dtype as ``x``; non-negative, sums to 1 along ``axis``.
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
     x = _as_float_array(x, "x")
     if x.ndim == 0:
@@ -53,13 +60,13 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def causal_mask(T: int) -> np.ndarray:
+def causal_mask(seq_len: int) -> np.ndarray:
     """Causal (look-ahead) mask: query ``i`` may attend to key ``j`` only if ``j <= i``.
 
     Parameters
     ----------
-    T : int
-        Sequence length.
+    seq_len : int
+        Sequence length T.
 
     Returns
     -------
@@ -67,10 +74,9 @@ def causal_mask(T: int) -> np.ndarray:
         Bool, shape (T, T); True where attention is allowed (lower triangle and the
         diagonal).
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
-    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"T は 1 以上の整数である必要があります: T={T!r}")
+    T = positive_int(seq_len, "seq_len")
     return np.tril(np.ones((T, T), dtype=bool))
 
 
@@ -163,18 +169,13 @@ def scaled_dot_product_attention(
 
     Leading axes (batch, heads) broadcast. float32 inputs give float32 outputs.
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
     q = _as_float_array(q, "q")
     k = _as_float_array(k, "k")
     v = _as_float_array(v, "v")
     for name, arr in (("q", q), ("k", k), ("v", v)):
-        if arr.ndim < 2:
-            raise ValueError(
-                f"{name} は (..., T, 次元) の形の2次元以上の配列である必要があります: "
-                f"{name}.shape={arr.shape}"
-            )
-        finite(arr, name)
+        finite(at_least_2d(arr, name, "(..., T, 次元)"), name)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q と k の最後の次元 (Dh) が一致しません: q.shape={q.shape}, k.shape={k.shape}"
@@ -210,8 +211,34 @@ def scaled_dot_product_attention(
 
 # --- heads -------------------------------------------------------------------------------
 
-def _head_counts(d_model: int, n_heads, n_kv_heads=None) -> tuple[int, int, int]:
-    """Checked ``(n_heads, n_kv_heads, d_head)``; ``n_kv_heads=None`` means ``n_heads``."""
+class HeadCounts(NamedTuple):
+    """What :func:`head_counts` returns."""
+
+    n_heads: int  # H
+    n_kv_heads: int  # Hkv
+    d_head: int  # Dh = D / H
+
+
+def head_counts(d_model: int, n_heads, n_kv_heads=None) -> HeadCounts:
+    """Check how ``d_model`` is cut into heads: H query heads sharing Hkv K/V heads.
+
+    Parameters
+    ----------
+    d_model : int
+        D; must be divisible by ``n_heads``.
+    n_heads : int
+        H.
+    n_kv_heads : int, optional
+        Hkv; must divide H. None means H.
+
+    Returns
+    -------
+    HeadCounts
+        ``(n_heads, n_kv_heads, d_head)`` as Python ints; ValueError in Japanese if the
+        numbers do not fit together.
+
+    Taught in chapter 03.
+    """
     n_heads = positive_int(n_heads, "n_heads")
     if d_model % n_heads:
         raise ValueError(
@@ -224,7 +251,7 @@ def _head_counts(d_model: int, n_heads, n_kv_heads=None) -> tuple[int, int, int]
             f"n_heads={n_heads} は n_kv_heads={n_kv_heads} で割り切れません: "
             "K/V ヘッド 1 つを同じ数のクエリヘッドで共有するためです"
         )
-    return n_heads, n_kv_heads, d_model // n_heads
+    return HeadCounts(n_heads, n_kv_heads, d_model // n_heads)
 
 
 def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
@@ -242,14 +269,11 @@ def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
         Shape (..., H, T, D/H); head ``i`` holds columns ``i·Dh:(i+1)·Dh`` of ``x``.
         A view of ``x`` (no copy).
 
-    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    Taught in chapter 03.
     """
-    x = np.asarray(x)
-    if x.ndim < 2:
-        raise ValueError(f"x は (..., T, D) の形の 2 次元以上の配列である必要があります: "
-                         f"x.shape={x.shape}")
+    x = at_least_2d(np.asarray(x), "x", "(..., T, D)")
     *lead, T, D = x.shape
-    n_heads, _, d_head = _head_counts(D, n_heads)
+    n_heads, _, d_head = head_counts(D, n_heads)
     return x.reshape(*lead, T, n_heads, d_head).swapaxes(-2, -3)  # (..., H, T, Dh)
 
 
@@ -266,7 +290,7 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     np.ndarray
         Shape (..., T, H·Dh); columns ``i·Dh:(i+1)·Dh`` are head ``i``.
 
-    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    Taught in chapter 03.
     """
     x = np.asarray(x)
     if x.ndim < 3:
@@ -292,7 +316,7 @@ class MHAWeights(NamedTuple):
 
     Query head ``i`` reads K/V head ``i // (H // Hkv)``.
 
-    Taught in chapter 03 (分割と結合：次元はどう動くのか); Hkv < H in chapter 04.
+    Taught in chapter 03.
     """
 
     w_q: np.ndarray
@@ -309,7 +333,7 @@ def init_mha(
     rng: np.random.Generator,
     dtype=np.float64,
 ) -> MHAWeights:
-    """Random attention weights, normal with standard deviation ``1/√D``.
+    """Random projection matrices, normal with standard deviation ``1/√D``.
 
     Parameters
     ----------
@@ -319,17 +343,17 @@ def init_mha(
         Hkv, dividing H; None means H (plain multi-head attention), 1 is MQA.
     rng : np.random.Generator
     dtype : numpy dtype
-        Floating dtype of the weights (float32 for speed).
+        Floating dtype of the matrices (float32 for speed).
 
     Returns
     -------
     MHAWeights
         w_q (D, D), w_k and w_v (D, Hkv·Dh), w_o (D, D).
 
-    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    Taught in chapter 03.
     """
     d_model = positive_int(d_model, "d_model")
-    n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
+    n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
     rng = generator(rng)
     std = 1.0 / math.sqrt(d_model)
 
@@ -339,6 +363,8 @@ def init_mha(
     d_kv = n_kv_heads * d_head
     return MHAWeights(w_q=draw(d_model), w_k=draw(d_kv), w_v=draw(d_kv), w_o=draw(d_model))
 
+
+# --- argument checks of multi-head attention -------------------------------------------------
 
 def _four_matrices(weights) -> MHAWeights:
     """``weights`` as an MHAWeights, or a ValueError if it is not four matrices."""
@@ -368,50 +394,137 @@ def _check_weights(weights, d_model: int, n_kv_heads: int, d_head: int) -> MHAWe
     return weights
 
 
-def _prepare(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias):
-    """Check the arguments of multi-head attention once, for both implementations."""
-    x = finite(_as_float_array(x, "x"), "x")
-    if x.ndim < 2:
-        raise ValueError(f"x は (..., T, D) の形の 2 次元以上の配列である必要があります: "
-                         f"x.shape={x.shape}")
-    *lead, T, d_model = x.shape
-    n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
-    weights = _check_weights(weights, d_model, n_kv_heads, d_head)
-    attn_shape = (*lead, n_heads, T, T)
-    target = "(..., H, T, T)"
-    if mask is not None:
-        mask = _check_mask(mask, attn_shape, target)
-    if bias is not None:
-        bias = _check_bias(bias, attn_shape, target)
+def _check_rope(rope, positions, lead: tuple[int, ...], T: int, heads: HeadCounts, d_model):
+    """The positions RoPE rotates by, as (T,) or (..., 1, T) (the same for every head)."""
     if rope is None:
         if positions is not None:
             raise ValueError(
                 "positions は rope を指定したときだけ使われます: rope=None なのに positions が"
                 "渡されました（位置を足し込む方式なら、x に位置の表を足してから渡してください）"
             )
-    else:
-        if not isinstance(rope, RoPE):
-            raise ValueError(
-                f"rope は attnlab.positional.RoPE(...) か None である必要があります: rope={rope!r}"
-            )
-        if d_head % 2:
-            raise ValueError(
-                f"RoPE は次元を 2 つずつ回転させるので d_head は偶数である必要があります: "
-                f"d_head={d_head} (d_model={d_model}, n_heads={n_heads})"
-            )
-        positions = np.arange(T) if positions is None else np.asarray(positions)
-        if positions.ndim == 0 or positions.shape[-1] != T:
-            raise ValueError(
-                f"positions の長さが系列長 T={T} と一致しません: positions.shape={positions.shape}"
-            )
-        if not broadcasts_to(positions.shape, (*lead, T)):
-            raise ValueError(
-                f"positions の形 {positions.shape} が x の先頭の軸と合いません: "
-                f"(T,) か {(*lead, T)} にブロードキャストできる形にしてください"
-            )
-        if positions.ndim > 1:
-            positions = positions[..., None, :]  # (..., 1, T): the same for every head
-    return x, weights, (n_heads, n_kv_heads, d_head), mask, positions, bias
+        return None
+    if not isinstance(rope, RoPE):
+        raise ValueError(
+            f"rope は attnlab.positional.RoPE(...) か None である必要があります: rope={rope!r}"
+        )
+    rope_head(heads.d_head, f"d_model={d_model}, n_heads={heads.n_heads}")
+    positions = np.arange(T) if positions is None else np.asarray(positions)
+    if positions.ndim == 0 or positions.shape[-1] != T:
+        raise ValueError(
+            f"positions の長さが系列長 T={T} と一致しません: positions.shape={positions.shape}"
+        )
+    if not broadcasts_to(positions.shape, (*lead, T)):
+        raise ValueError(
+            f"positions の形 {positions.shape} が x の先頭の軸と合いません: "
+            f"(T,) か {(*lead, T)} にブロードキャストできる形にしてください"
+        )
+    return positions[..., None, :] if positions.ndim > 1 else positions  # (..., 1, T) or (T,)
+
+
+class _Checked(NamedTuple):
+    """The checked arguments of multi-head attention."""
+
+    x: np.ndarray  # (..., T, D)
+    weights: MHAWeights
+    heads: HeadCounts
+    mask: np.ndarray | None  # broadcastable to (..., H, T, T)
+    bias: np.ndarray | None  # broadcastable to (..., H, T, T)
+    positions: np.ndarray | None  # (T,) or (..., 1, T) if RoPE is used
+
+
+def _check_mha(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias) -> _Checked:
+    """Check the arguments of multi-head attention once, for both implementations."""
+    x = at_least_2d(finite(_as_float_array(x, "x"), "x"), "x", "(..., T, D)")
+    *lead, T, d_model = x.shape
+    heads = head_counts(d_model, n_heads, n_kv_heads)
+    weights = _check_weights(weights, d_model, heads.n_kv_heads, heads.d_head)
+    attn_shape, target = (*lead, heads.n_heads, T, T), "(..., H, T, T)"
+    mask = None if mask is None else _check_mask(mask, attn_shape, target)
+    bias = None if bias is None else _check_bias(bias, attn_shape, target)
+    positions = _check_rope(rope, positions, tuple(lead), T, heads, d_model)
+    return _Checked(x, weights, heads, mask, bias, positions)
+
+
+# --- the forward pass -----------------------------------------------------------------------
+
+class AttentionPass(NamedTuple):
+    """What one multi-head attention pass computes, for a backward pass to reuse.
+
+    ``q`` is kept in the grouped layout the products use: the G = H / Hkv query heads
+    that share a K/V head stacked along the time axis.
+    """
+
+    out: np.ndarray  # (..., T, D)
+    attn: np.ndarray  # (..., H, T, T)
+    q: np.ndarray | None  # (..., Hkv, G·T, Dh) after RoPE, already divided by √Dh
+    k: np.ndarray | None  # (..., Hkv, T, Dh) after RoPE
+    v: np.ndarray | None  # (..., Hkv, T, Dh)
+    heads: np.ndarray | None  # (..., H, T, Dh) every head's output, before switching any off
+    concat: np.ndarray | None  # (..., T, D) the heads that are on, side by side
+
+
+def attention_pass(
+    x: np.ndarray,
+    weights: MHAWeights,
+    heads: HeadCounts,
+    *,
+    mask=None,
+    bias=None,
+    rope: RoPE | None = None,
+    positions=None,
+    keep: np.ndarray | None = None,
+    for_backward: bool = False,
+) -> AttentionPass:
+    """The one forward pass of multi-head (and grouped-query) attention, unchecked.
+
+    :func:`multi_head_attention` checks its arguments and calls this; so does the toy
+    model (:mod:`attnlab.model`), which also switches heads off (``keep``, (H,) of 0 and
+    1) and keeps the intermediate arrays for its backward pass (``for_backward=True``;
+    otherwise they are freed as soon as possible and returned as None).
+
+    Query heads that share a K/V head are stacked along the time axis, so one matrix
+    product per K/V head serves its whole group of G = H / Hkv query heads.
+
+    Not taught: the engine behind :func:`multi_head_attention` and the toy model.
+    """
+    w_q, w_k, w_v, w_o = weights
+    n_heads, n_kv_heads, d_head = heads
+    *lead, T, D = x.shape
+    group = n_heads // n_kv_heads  # query heads per K/V head
+
+    # The projections treat every token of every batch row alike: one (B·T, D) matrix
+    # product each, which BLAS runs faster than B separate (T, D) products.
+    rows = x.reshape(-1, D)  # (B·T, D)
+    q = (rows @ w_q).reshape(*lead, T, D)  # (..., T, D)
+    q *= 1.0 / math.sqrt(d_head)  # scale the queries: T·D numbers instead of H·T² scores
+    q = split_heads(q, n_heads)  # (..., H, T, Dh)
+    k = split_heads((rows @ w_k).reshape(*lead, T, -1), n_kv_heads)  # (..., Hkv, T, Dh)
+    v = split_heads((rows @ w_v).reshape(*lead, T, -1), n_kv_heads)  # (..., Hkv, T, Dh)
+    if rope is not None:
+        positions = np.arange(T) if positions is None else positions  # (T,) or (..., 1, T)
+        q = rope.apply(q, positions)  # (..., H, T, Dh)
+        k = rope.apply(k, positions)  # (..., Hkv, T, Dh)
+
+    q = q.reshape(*lead, n_kv_heads, group * T, d_head)  # (..., Hkv, G·T, Dh)
+    scores = q @ k.swapaxes(-1, -2)  # (..., Hkv, G·T, T), already divided by √Dh
+    if not for_backward:
+        # `del` hands an array's memory back as soon as it is no longer needed, so the
+        # next array reuses it: fewer fresh pages from the OS, which are slow to touch.
+        del q, k
+        q = k = None
+    attn = _scores_to_weights(scores.reshape(*lead, n_heads, T, T), mask, bias)  # (..., H, T, T)
+    out_heads = attn.reshape(*lead, n_kv_heads, group * T, T) @ v  # (..., Hkv, G·T, Dh)
+    out_heads = out_heads.reshape(*lead, n_heads, T, d_head)  # (..., H, T, Dh)
+    if not for_backward:
+        del v
+        v = None
+    kept = out_heads if keep is None else out_heads * keep[:, None, None]  # off: adds nothing
+    concat = merge_heads(kept)  # (..., T, D)
+    del kept
+    out = (concat.reshape(-1, D) @ w_o).reshape(*lead, T, D)  # (..., T, D)
+    if not for_backward:
+        return AttentionPass(out, attn, None, None, None, None, None)
+    return AttentionPass(out, attn, q, k, v, out_heads, concat)
 
 
 def multi_head_attention(
@@ -457,41 +570,12 @@ def multi_head_attention(
     attn : np.ndarray
         Every head's attention weights, shape (..., H, T, T).
 
-    Taught in chapter 03 (分割と結合：次元はどう動くのか); GQA in chapter 04, RoPE in
-    chapter 08.
+    Taught in chapter 03.
     """
-    x, (w_q, w_k, w_v, w_o), heads, mask, positions, bias = _prepare(
-        x, weights, n_heads, n_kv_heads, mask, rope, positions, bias)
-    n_heads, n_kv_heads, d_head = heads
-    *lead, T, D = x.shape
-    group = n_heads // n_kv_heads  # query heads per K/V head
-
-    # The projections treat every token of every batch row alike: one (B·T, D) matrix
-    # product each, which BLAS runs faster than B separate (T, D) products.
-    rows = x.reshape(-1, D)  # (B·T, D)
-    q = (rows @ w_q).reshape(*lead, T, D)  # (..., T, D)
-    q *= 1.0 / math.sqrt(d_head)  # scale the queries: T·D numbers instead of H·T² scores
-    q = split_heads(q, n_heads)  # (..., H, T, Dh)
-    k = split_heads((rows @ w_k).reshape(*lead, T, -1), n_kv_heads)  # (..., Hkv, T, Dh)
-    v = split_heads((rows @ w_v).reshape(*lead, T, -1), n_kv_heads)  # (..., Hkv, T, Dh)
-    if rope is not None:
-        q = rope.apply(q, positions)  # (..., H, T, Dh)
-        k = rope.apply(k, positions)  # (..., Hkv, T, Dh)
-
-    # The query heads that share a K/V head are stacked along the time axis, so one
-    # matrix product per K/V head serves the whole group.
-    q = q.reshape(*lead, n_kv_heads, group * T, d_head)  # (..., Hkv, G·T, Dh)
-    scores = q @ k.swapaxes(-1, -2)  # (..., Hkv, G·T, T), already divided by √Dh
-    # Each `del` hands an array's memory back as soon as it is no longer needed, so the
-    # next array reuses it: fewer fresh pages from the OS, which are slow to touch.
-    del q, k
-    attn = _scores_to_weights(scores.reshape(*lead, n_heads, T, T), mask, bias)  # (..., H, T, T)
-    heads_out = attn.reshape(*lead, n_kv_heads, group * T, T) @ v  # (..., Hkv, G·T, Dh)
-    del v
-    concat = merge_heads(heads_out.reshape(*lead, n_heads, T, d_head))  # (..., T, D)
-    del heads_out
-    out = (concat.reshape(-1, D) @ w_o).reshape(*lead, T, D)  # (..., T, D)
-    return out, attn  # (..., T, D), (..., H, T, T)
+    c = _check_mha(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias)
+    result = attention_pass(c.x, c.weights, c.heads, mask=c.mask, bias=c.bias, rope=rope,
+                            positions=c.positions)
+    return result.out, result.attn  # (..., T, D), (..., H, T, T)
 
 
 def multi_head_attention_loop(
@@ -512,9 +596,9 @@ def multi_head_attention_loop(
     4. multiply by W_O. Slower, and equal to the batched version; the parameters and
     the returned shapes are the same.
 
-    Taught in chapter 03 (分割と結合：次元はどう動くのか).
+    Taught in chapter 03.
     """
-    x, (w_q, w_k, w_v, w_o), heads, mask, positions, bias = _prepare(
+    x, (w_q, w_k, w_v, w_o), heads, mask, bias, positions = _check_mha(
         x, weights, n_heads, n_kv_heads, mask, rope, positions, bias)
     n_heads, n_kv_heads, d_head = heads
     *lead, T, D = x.shape
@@ -548,7 +632,7 @@ def multi_head_attention_loop(
 
 
 def mean_pool_kv(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeights:
-    """Convert attention weights to fewer K/V heads by mean-pooling each group (GQA).
+    """Convert projection matrices to fewer K/V heads by mean-pooling each group (GQA).
 
     As in Ainslie et al. (2023): K/V head ``j`` of the result is the mean of the W_K
     (and W_V) column blocks of the heads in group ``j``. W_Q and W_O are unchanged.
@@ -568,18 +652,18 @@ def mean_pool_kv(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeigh
     MHAWeights
         w_k and w_v of shape (D, n_kv_heads·Dh).
 
-    Taught in chapter 04 (各ヘッドは何を捉えているのか).
+    Taught in chapter 04.
     """
     weights = _four_matrices(weights)
     d_model = np.shape(weights.w_q)[0]
-    n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
+    n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
     kv_in = np.shape(weights.w_k)[-1] // d_head
     if kv_in % n_kv_heads:
         raise ValueError(
             f"元の K/V ヘッド数 {kv_in} は n_kv_heads={n_kv_heads} で割り切れません: "
             "同じ数のヘッドずつ平均するためです"
         )
-    _head_counts(d_model, n_heads, kv_in)  # query heads must share the input K/V heads evenly
+    head_counts(d_model, n_heads, kv_in)  # query heads must share the input K/V heads evenly
     weights = _check_weights(weights, d_model, kv_in, d_head)
 
     def pool(w: np.ndarray) -> np.ndarray:
@@ -587,78 +671,3 @@ def mean_pool_kv(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeigh
         return blocks.mean(axis=2).reshape(d_model, n_kv_heads * d_head)  # (D, Hkv·Dh)
 
     return weights._replace(w_k=pool(weights.w_k), w_v=pool(weights.w_v))
-
-
-# --- costs -------------------------------------------------------------------------------
-
-class MHACost(NamedTuple):
-    """Parameter and FLOP counts of one attention layer (see :func:`mha_cost`)."""
-
-    params: dict[str, int]
-    flops: dict[str, int]
-
-
-def mha_cost(
-    d_model: int, n_heads: int, seq_len: int, n_kv_heads: int | None = None, *, batch: int = 1
-) -> MHACost:
-    """Exact parameters and FLOPs of multi-head attention, stage by stage.
-
-    A multiply-add counts as 2 FLOPs; only the matrix products are counted (the softmax
-    costs a few operations per score, ``H·T²`` scores). The scores and the weighted sum
-    are counted in full even with a causal mask, as a dense implementation computes them.
-
-    Parameters
-    ----------
-    d_model, n_heads, seq_len : int
-        D, H, T.
-    n_kv_heads : int, optional
-        Hkv; None means H.
-    batch : int
-        B; FLOPs scale with it, parameters do not.
-
-    Returns
-    -------
-    MHACost
-        ``params`` with keys w_q, w_k, w_v, w_o, total; ``flops`` with keys q_proj,
-        k_proj, v_proj, scores, weighted_sum, out_proj, total.
-
-    Taught in chapter 03 (分割と結合：次元はどう動くのか).
-    """
-    d_model = positive_int(d_model, "d_model")
-    T = positive_int(seq_len, "seq_len")
-    B = positive_int(batch, "batch")
-    n_heads, n_kv_heads, d_head = _head_counts(d_model, n_heads, n_kv_heads)
-    d_kv = n_kv_heads * d_head
-    params = {"w_q": d_model * d_model, "w_k": d_model * d_kv, "w_v": d_model * d_kv,
-              "w_o": d_model * d_model}
-    params["total"] = sum(params.values())
-    flops = {
-        "q_proj": 2 * B * T * d_model * d_model,
-        "k_proj": 2 * B * T * d_model * d_kv,
-        "v_proj": 2 * B * T * d_model * d_kv,
-        "scores": 2 * B * n_heads * T * T * d_head,
-        "weighted_sum": 2 * B * n_heads * T * T * d_head,
-        "out_proj": 2 * B * T * d_model * d_model,
-    }
-    flops["total"] = sum(flops.values())
-    return MHACost(params=params, flops=flops)
-
-
-def kv_cache_bytes(
-    n_layers: int,
-    n_kv_heads: int,
-    d_head: int,
-    seq_len: int,
-    batch: int = 1,
-    bytes_per_value: int = 2,
-) -> int:
-    """Memory of the K/V cache: ``2 (K and V) · layers · Hkv · Dh · T · B · bytes``.
-
-    ``bytes_per_value=2`` is fp16/bf16.
-
-    Taught in chapter 04 (各ヘッドは何を捉えているのか).
-    """
-    values = [positive_int(v, name) for v, name in (
-        (n_layers, "n_layers"), (n_kv_heads, "n_kv_heads"), (d_head, "d_head"),
-        (seq_len, "seq_len"), (batch, "batch"), (bytes_per_value, "bytes_per_value"))]
-    return 2 * math.prod(values)

@@ -11,31 +11,25 @@ import numpy as np
 
 from attnlab._validate import (
     as_float_array,
+    at_least_2d,
     choice,
+    even_int,
     finite,
     generator,
     int_positions,
     positive_float,
     positive_int,
+    rope_head,
 )
 
 ROPE_CONVENTIONS = ("interleaved", "half")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 
 
-def _even(value, name: str) -> int:
-    value = positive_int(value, name)
-    if value % 2:
-        raise ValueError(
-            f"{name}={value} は偶数である必要があります: 次元を 2 つずつ組にして使うためです"
-        )
-    return value
-
-
 # --- sinusoidal --------------------------------------------------------------------------
 
 def sinusoidal_encoding(
-    n_positions: int,
+    seq_len: int,
     d_model: int,
     base: float = 10000.0,
     layout: str = "interleaved",
@@ -51,7 +45,7 @@ def sinusoidal_encoding(
 
     Parameters
     ----------
-    n_positions : int
+    seq_len : int
         Number of positions, T; rows are positions ``0 … T−1``.
     d_model : int
         Width D; must be even.
@@ -66,16 +60,16 @@ def sinusoidal_encoding(
     np.ndarray
         Shape (T, D).
 
-    Taught in chapter 06 (正弦波位置エンコーディング).
+    Taught in chapter 06.
     """
-    n_positions = positive_int(n_positions, "n_positions")
-    d_model = _even(d_model, "d_model")
+    seq_len = positive_int(seq_len, "seq_len")
+    d_model = even_int(d_model, "d_model")
     base = positive_float(base, "base")
     choice(layout, "layout", SINUSOIDAL_LAYOUTS)
-    pos = np.arange(n_positions, dtype=np.float64)[:, None]  # (T, 1)
+    pos = np.arange(seq_len, dtype=np.float64)[:, None]  # (T, 1)
     i = np.arange(d_model // 2, dtype=np.float64)  # (D/2,)
     angle = pos / base ** (2 * i / d_model)  # (T, D/2)
-    pe = np.empty((n_positions, d_model))  # (T, D)
+    pe = np.empty((seq_len, d_model))  # (T, D)
     if layout == "interleaved":
         pe[:, 0::2] = np.sin(angle)
         pe[:, 1::2] = np.cos(angle)
@@ -106,7 +100,7 @@ def init_position_table(
     np.ndarray
         Shape (max_len, D).
 
-    Taught in chapter 07 (学習可能な位置埋め込み).
+    Taught in chapter 07.
     """
     max_len = positive_int(max_len, "max_len")
     d_model = positive_int(d_model, "d_model")
@@ -130,7 +124,7 @@ def lookup_positions(table: np.ndarray, positions) -> np.ndarray:
         Shape (..., T, D). A position outside the table raises ``IndexError``: a table
         has no row for a position it was never given, and it does not make one up.
 
-    Taught in chapter 07 (学習可能な位置埋め込み).
+    Taught in chapter 07.
     """
     table = as_float_array(table, "table")
     if table.ndim != 2:
@@ -169,9 +163,9 @@ def rope_angles(positions, d_head: int, base: float = 10000.0, scale: float = 1.
     np.ndarray
         Shape (..., T, Dh/2), float64; column ``i`` is the angle of pair ``i``.
 
-    Taught in chapter 08 (RoPE); ``scale`` in chapter 09 (位置補間).
+    Taught in chapter 08.
     """
-    d_head = _even(d_head, "d_head")
+    d_head = even_int(d_head, "d_head")
     base = positive_float(base, "base")
     scale = positive_float(scale, "scale")
     pos = finite(np.asarray(as_float_array(positions, "positions"), dtype=np.float64),
@@ -206,21 +200,15 @@ def apply_rope(
     Returns
     -------
     np.ndarray
-        Same shape and dtype as ``x``; every pair keeps its length.
+        The dtype of ``x`` and the shape of ``x`` broadcast with the positions' leading
+        axes: ``x.shape`` when ``positions`` is (T,); with positions (B, T) and x
+        (T, Dh), (B, T, Dh). Every pair keeps its length.
 
-    Taught in chapter 08 (RoPE).
+    Taught in chapter 08.
     """
-    x = as_float_array(x, "x")
-    if x.ndim < 2:
-        raise ValueError(f"x は (..., T, Dh) の形の 2 次元以上の配列である必要があります: "
-                         f"x.shape={x.shape}")
+    x = at_least_2d(as_float_array(x, "x"), "x", "(..., T, Dh)")
     choice(convention, "convention", ROPE_CONVENTIONS)
-    *_, T, d_head = x.shape
-    if d_head % 2:
-        raise ValueError(
-            "RoPE は次元を 2 つずつ回転させるので、ヘッドの次元 d_head は偶数である"
-            f"必要があります: d_head={d_head} (x.shape={x.shape})"
-        )
+    d_head = rope_head(x.shape[-1], f"x.shape={x.shape}")
     angles = rope_angles(positions, d_head, base, scale)  # (..., T, Dh/2)
     try:
         np.broadcast_shapes(angles.shape[:-1], x.shape[:-1])
@@ -259,7 +247,7 @@ class RoPE:
     scale : float
         Position interpolation factor (1 = none).
 
-    Taught in chapter 08 (RoPE).
+    Taught in chapter 08.
     """
 
     base: float = 10000.0
@@ -296,11 +284,11 @@ def ntk_scaled_base(base: float, scale: float, d_head: int) -> float:
     float
         The enlarged base.
 
-    Taught in chapter 09 (位置補間とコンテキスト拡張).
+    Taught in chapter 09.
     """
     base = positive_float(base, "base")
     scale = positive_float(scale, "scale")
-    d_head = _even(d_head, "d_head")
+    d_head = even_int(d_head, "d_head")
     if d_head < 4:
         raise ValueError(f"NTK スケーリングには d_head が 4 以上必要です: d_head={d_head}")
     return base * scale ** (d_head / (d_head - 2))
@@ -320,7 +308,7 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
     np.ndarray
         Shape (H,), float64, decreasing.
 
-    Taught in chapter 10 (比較実験：訓練より長い系列).
+    Taught in chapter 10.
     """
     n_heads = positive_int(n_heads, "n_heads")
 
@@ -345,7 +333,7 @@ def alibi_bias(n_heads: int, seq_len: int, dtype=np.float64) -> np.ndarray:
     np.ndarray
         Shape (H, T, T).
 
-    Taught in chapter 10 (比較実験：訓練より長い系列).
+    Taught in chapter 10.
     """
     slopes = alibi_slopes(n_heads)  # (H,)
     seq_len = positive_int(seq_len, "seq_len")

@@ -1,15 +1,11 @@
 """Toy tasks for the attention-only model, and scores that name what a head does.
 
 A task is a small frozen dataclass: its fields are the task's settings, ``vocab_size``
-is the number of token ids it uses, and calling it with ``(rng, batch, seq_len)``
+is the number of token ids it uses, and calling it with ``(rng, batch_size, seq_len)``
 returns a :class:`Batch` of three (B, T) arrays. The same generator state gives the same
 batch. ``targets[b, t]`` is what the model should predict at position t (from tokens
 ``0 … t`` if the model is causal); ``loss_mask`` marks the positions where that is
 possible at all, and only those are scored.
-
-Scores (:func:`previous_token_score`, :func:`induction_score`) read attention weights
-and return one number per head, so a chapter finds a head's role by a measurement
-rather than by looking at a picture.
 """
 
 from dataclasses import dataclass
@@ -17,11 +13,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import as_float_array, generator, positive_int, token_ids
+from attnlab._validate import generator, positive_int
 
 
 class Batch(NamedTuple):
-    """One batch of a task."""
+    """One batch of a task: what :func:`attnlab.model.loss_and_grads` and
+    :func:`attnlab.training.evaluate` take."""
 
     tokens: np.ndarray  # (B, T) int64
     targets: np.ndarray  # (B, T) int64; 0 where loss_mask is False
@@ -47,16 +44,16 @@ def _next_token_batch(tokens: np.ndarray, loss_mask: np.ndarray) -> Batch:
     return Batch(tokens, targets, loss_mask)
 
 
-def _sizes(rng, batch, seq_len, shortest: int) -> tuple[np.random.Generator, int, int]:
+def _sizes(rng, batch_size, seq_len, shortest: int) -> tuple[np.random.Generator, int, int]:
     rng = generator(rng)
-    batch = positive_int(batch, "batch")
+    batch_size = positive_int(batch_size, "batch_size")
     seq_len = positive_int(seq_len, "seq_len")
     if seq_len < shortest:
         raise ValueError(
             f"このタスクには seq_len が {shortest} 以上必要です: "
             f"seq_len={seq_len}"
         )
-    return rng, batch, seq_len
+    return rng, batch_size, seq_len
 
 
 @dataclass(frozen=True)
@@ -66,7 +63,7 @@ class PreviousToken:
     The answer is fixed by a relative position alone; no content needs to be compared.
     Positions ``t < offset`` have nothing to copy and are not scored.
 
-    Taught in chapter 02 (なぜヘッドを分けるのか); ``offset`` in chapter 10.
+    Taught in chapter 05.
     """
 
     vocab_size: int = 32
@@ -76,9 +73,9 @@ class PreviousToken:
         positive_int(self.vocab_size, "vocab_size")
         positive_int(self.offset, "offset")
 
-    def __call__(self, rng, batch: int, seq_len: int) -> Batch:
-        rng, batch, seq_len = _sizes(rng, batch, seq_len, self.offset + 1)
-        tokens = rng.integers(0, self.vocab_size, size=(batch, seq_len))  # (B, T)
+    def __call__(self, rng, batch_size: int, seq_len: int) -> Batch:
+        rng, batch_size, seq_len = _sizes(rng, batch_size, seq_len, self.offset + 1)
+        tokens = rng.integers(0, self.vocab_size, size=(batch_size, seq_len))  # (B, T)
         targets = np.zeros_like(tokens)
         targets[:, self.offset:] = tokens[:, : -self.offset]
         loss_mask = np.zeros(tokens.shape, dtype=bool)
@@ -96,7 +93,7 @@ class TwoPositions:
     places, and then both colours and both shapes arrive mixed; two heads can each
     take one place. Positions t < 2 are not scored.
 
-    Taught in chapter 02 (なぜヘッドを分けるのか).
+    Taught in chapter 02.
     """
 
     n_colours: int = 8
@@ -118,9 +115,9 @@ class TwoPositions:
         """The shape of each token id."""
         return np.asarray(tokens) % self.n_shapes
 
-    def __call__(self, rng, batch: int, seq_len: int) -> Batch:
-        rng, batch, seq_len = _sizes(rng, batch, seq_len, 3)
-        tokens = rng.integers(0, self.vocab_size, size=(batch, seq_len))  # (B, T)
+    def __call__(self, rng, batch_size: int, seq_len: int) -> Batch:
+        rng, batch_size, seq_len = _sizes(rng, batch_size, seq_len, 3)
+        tokens = rng.integers(0, self.vocab_size, size=(batch_size, seq_len))  # (B, T)
         targets = np.zeros_like(tokens)
         targets[:, 2:] = self.colour(tokens[:, 1:-1]) * self.n_shapes + self.shape(tokens[:, :-2])
         loss_mask = np.zeros(tokens.shape, dtype=bool)
@@ -141,7 +138,7 @@ class RepeatedSequence:
     With a fixed period range, longer sequences hold more copies of the same kind of
     segment: the task for training short and testing long.
 
-    Taught in chapter 04 (各ヘッドは何を捉えているのか); long sequences in chapter 10.
+    Taught in chapter 04.
     """
 
     vocab_size: int = 32
@@ -157,7 +154,7 @@ class RepeatedSequence:
                 "区間のトークンはすべて異なるので、周期は語彙の大きさまでです"
             )
 
-    def periods(self, rng, batch: int, seq_len: int) -> np.ndarray:
+    def periods(self, rng, batch_size: int, seq_len: int) -> np.ndarray:
         """Draw the period of each row: (B,) ints."""
         longest = seq_len // 2 if self.max_period is None else self.max_period
         longest = min(longest, self.vocab_size)
@@ -166,13 +163,13 @@ class RepeatedSequence:
                 f"seq_len={seq_len} では周期 {self.min_period} 以上の区間を 2 回以上並べられません"
                 f"（vocab_size={self.vocab_size}, max_period={self.max_period}）"
             )
-        return rng.integers(self.min_period, longest + 1, size=batch)
+        return rng.integers(self.min_period, longest + 1, size=batch_size)
 
-    def __call__(self, rng, batch: int, seq_len: int) -> Batch:
-        rng, batch, seq_len = _sizes(rng, batch, seq_len, 2)
-        periods = self.periods(rng, batch, seq_len)  # (B,)
-        tokens = np.empty((batch, seq_len), dtype=np.int64)
-        loss_mask = np.zeros((batch, seq_len), dtype=bool)
+    def __call__(self, rng, batch_size: int, seq_len: int) -> Batch:
+        rng, batch_size, seq_len = _sizes(rng, batch_size, seq_len, 2)
+        periods = self.periods(rng, batch_size, seq_len)  # (B,)
+        tokens = np.empty((batch_size, seq_len), dtype=np.int64)
+        loss_mask = np.zeros((batch_size, seq_len), dtype=bool)
         t = np.arange(seq_len)
         for row, period in enumerate(periods):
             segment = rng.permutation(self.vocab_size)[:period]  # P distinct tokens
@@ -197,7 +194,7 @@ class RepeatInNoise:
     sequences, where the segment lies further out. The task for training short and
     testing long.
 
-    Taught in chapter 10 (比較実験：訓練より長い系列).
+    Taught in chapter 10.
     """
 
     vocab_size: int = 32
@@ -214,11 +211,11 @@ class RepeatInNoise:
                 "あります: 区間にないトークンで雑音を作るためです"
             )
 
-    def __call__(self, rng, batch: int, seq_len: int) -> Batch:
-        rng, batch, seq_len = _sizes(rng, batch, seq_len, 2 * self.max_period)
-        periods = rng.integers(self.min_period, self.max_period + 1, size=batch)  # (B,)
-        tokens = np.empty((batch, seq_len), dtype=np.int64)
-        loss_mask = np.zeros((batch, seq_len), dtype=bool)
+    def __call__(self, rng, batch_size: int, seq_len: int) -> Batch:
+        rng, batch_size, seq_len = _sizes(rng, batch_size, seq_len, 2 * self.max_period)
+        periods = rng.integers(self.min_period, self.max_period + 1, size=batch_size)  # (B,)
+        tokens = np.empty((batch_size, seq_len), dtype=np.int64)
+        loss_mask = np.zeros((batch_size, seq_len), dtype=bool)
         for row, period in enumerate(periods):
             order = rng.permutation(self.vocab_size)
             segment, others = order[:period], order[period:]  # P distinct tokens, the rest
@@ -228,91 +225,3 @@ class RepeatInNoise:
             tokens[row, start + period:start + 2 * period] = segment
             loss_mask[row, start + period:start + 2 * period - 1] = True
         return _next_token_batch(tokens, loss_mask)
-
-
-# --- scores -------------------------------------------------------------------------------
-
-def _check_attn(attn) -> np.ndarray:
-    attn = as_float_array(attn, "attn")
-    if attn.ndim != 4 or attn.shape[-1] != attn.shape[-2]:
-        raise ValueError(
-            "attn は (B, H, T, T) の形である必要があります: "
-            f"attn.shape={attn.shape}"
-        )
-    return attn
-
-
-def previous_token_score(attn: np.ndarray) -> np.ndarray:
-    """How much each head attends from every token to the one just before it.
-
-    The mean of ``attn[b, h, t, t−1]`` over the batch and t = 1 … T−1: 1 for a head that
-    always looks exactly one place back, about 1/t for a head that spreads evenly.
-
-    Parameters
-    ----------
-    attn : np.ndarray
-        One layer's weights, shape (B, H, T, T).
-
-    Returns
-    -------
-    np.ndarray
-        Shape (H,).
-
-    Taught in chapter 04 (各ヘッドは何を捉えているのか).
-    """
-    attn = _check_attn(attn)
-    back_one = np.diagonal(attn, offset=-1, axis1=-2, axis2=-1)  # (B, H, T−1)
-    return back_one.mean(axis=(0, 2))
-
-
-def induction_mask(tokens: np.ndarray) -> np.ndarray:
-    """Where an induction head should look: keys right after an earlier copy of the query's token.
-
-    Returns (B, T, T) bool: ``[b, t, s]`` is True when ``1 ≤ s ≤ t`` and
-    ``tokens[b, s−1] == tokens[b, t]``, i.e. key s followed an earlier occurrence of the
-    token at t. A row with no True has nothing to copy yet.
-
-    Taught in chapter 04 (各ヘッドは何を捉えているのか).
-    """
-    tokens = token_ids(tokens, "tokens")
-    T = tokens.shape[1]
-    mask = np.zeros((*tokens.shape, T), dtype=bool)  # (B, T, T)
-    # key s (≥ 1) follows token s−1; it is a target for query t if that token equals t's
-    mask[:, :, 1:] = tokens[:, :, None] == tokens[:, None, :-1]
-    return mask & np.tri(T, dtype=bool)  # only keys s ≤ t
-
-
-def induction_score(attn: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """How much each head attends to what followed the current token earlier on.
-
-    For every position whose token occurred before, the total weight on the keys that
-    came right after an earlier copy of it (:func:`induction_mask`), averaged over those
-    positions (Olsson et al., 2022): 1 for a perfect induction head, near 0 for a head
-    that looks elsewhere.
-
-    Parameters
-    ----------
-    attn : np.ndarray
-        One layer's weights, shape (B, H, T, T).
-    tokens : np.ndarray of int
-        The batch the weights were computed on, shape (B, T).
-
-    Returns
-    -------
-    np.ndarray
-        Shape (H,).
-
-    Taught in chapter 04 (各ヘッドは何を捉えているのか).
-    """
-    attn = _check_attn(attn)
-    mask = induction_mask(tokens)  # (B, T, T)
-    if mask.shape[:2] != (attn.shape[0], attn.shape[2]):
-        raise ValueError(
-            f"tokens の形 {mask.shape[:2]} が attn の (B, T)={(attn.shape[0], attn.shape[2])} と"
-            "一致しません"
-        )
-    seen = mask.any(axis=-1)  # (B, T): the token occurred before
-    if not seen.any():
-        raise ValueError("tokens に 2 回目に現れるトークンがありません: 誘導スコアを測れません")
-    on_target = (attn * mask[:, None]).sum(axis=-1)  # (B, H, T)
-    return on_target.transpose(1, 0, 2)[:, seen].mean(axis=-1)  # (H,)

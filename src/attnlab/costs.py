@@ -1,0 +1,89 @@
+"""What multi-head attention costs: parameters, FLOPs and the K/V cache.
+
+Exact counts from the shapes alone, no arrays: the chapters compare them with measured
+timings and with published model configurations.
+"""
+
+import math
+from typing import NamedTuple
+
+from attnlab._validate import positive_int
+from attnlab.attention import head_counts
+
+
+class MHACost(NamedTuple):
+    """What :func:`mha_cost` returns: parameter and FLOP counts of one attention layer."""
+
+    params: dict[str, int]
+    flops: dict[str, int]
+
+
+def mha_cost(
+    d_model: int,
+    n_heads: int,
+    seq_len: int,
+    n_kv_heads: int | None = None,
+    *,
+    batch_size: int = 1,
+) -> MHACost:
+    """Exact parameters and FLOPs of multi-head attention, stage by stage.
+
+    A multiply-add counts as 2 FLOPs; only the matrix products are counted (the softmax
+    costs a few operations per score, ``H·T²`` scores). The scores and the weighted sum
+    are counted in full even with a causal mask, as a dense implementation computes them.
+
+    Parameters
+    ----------
+    d_model, n_heads, seq_len : int
+        D, H, T.
+    n_kv_heads : int, optional
+        Hkv; None means H.
+    batch_size : int
+        B; FLOPs scale with it, parameters do not.
+
+    Returns
+    -------
+    MHACost
+        ``params`` with keys w_q, w_k, w_v, w_o, total; ``flops`` with keys q_proj,
+        k_proj, v_proj, scores, weighted_sum, out_proj, total.
+
+    Taught in chapter 03.
+    """
+    d_model = positive_int(d_model, "d_model")
+    T = positive_int(seq_len, "seq_len")
+    B = positive_int(batch_size, "batch_size")
+    n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
+    d_kv = n_kv_heads * d_head
+    params = {"w_q": d_model * d_model, "w_k": d_model * d_kv, "w_v": d_model * d_kv,
+              "w_o": d_model * d_model}
+    params["total"] = sum(params.values())
+    flops = {
+        "q_proj": 2 * B * T * d_model * d_model,
+        "k_proj": 2 * B * T * d_model * d_kv,
+        "v_proj": 2 * B * T * d_model * d_kv,
+        "scores": 2 * B * n_heads * T * T * d_head,
+        "weighted_sum": 2 * B * n_heads * T * T * d_head,
+        "out_proj": 2 * B * T * d_model * d_model,
+    }
+    flops["total"] = sum(flops.values())
+    return MHACost(params=params, flops=flops)
+
+
+def kv_cache_bytes(
+    n_layers: int,
+    n_kv_heads: int,
+    d_head: int,
+    seq_len: int,
+    batch_size: int = 1,
+    bytes_per_value: int = 2,
+) -> int:
+    """Memory of the K/V cache: ``2 (K and V) · layers · Hkv · Dh · T · B · bytes``.
+
+    ``bytes_per_value=2`` is fp16/bf16.
+
+    Taught in chapter 04.
+    """
+    values = [positive_int(v, name) for v, name in (
+        (n_layers, "n_layers"), (n_kv_heads, "n_kv_heads"), (d_head, "d_head"),
+        (seq_len, "seq_len"), (batch_size, "batch_size"), (bytes_per_value, "bytes_per_value"))]
+    return 2 * math.prod(values)

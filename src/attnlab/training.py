@@ -1,0 +1,189 @@
+"""Training and measuring the toy transformer of :mod:`attnlab.model`.
+
+Adam, :func:`train` (deterministic for a given ``rng``), :func:`evaluate`, and the two
+head-removal measurements of chapter 04: the loss with each head switched off alone
+(:func:`ablation_losses`) and the pruning curve (:func:`pruning_curve`).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from attnlab._validate import generator, positive_float, positive_int
+from attnlab.model import ModelConfig, check_config, init_params, loss_grads_accuracy
+from attnlab.tasks import Batch
+
+
+class Adam:
+    """Adam (Kingma & Ba, 2015) over a dict of parameters, updated in place.
+
+    Taught in chapter 02.
+    """
+
+    def __init__(self, params: dict, lr: float = 1e-2, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.lr = positive_float(lr, "lr")
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.t = 0
+        self.m = {name: np.zeros_like(p) for name, p in params.items()}
+        self.v = {name: np.zeros_like(p) for name, p in params.items()}
+
+    def step(self, params: dict, grads: dict) -> None:
+        """One update of every parameter that has a gradient."""
+        self.t += 1
+        c1 = 1.0 - self.beta1 ** self.t  # bias corrections of the running means
+        c2 = 1.0 - self.beta2 ** self.t
+        for name, g in grads.items():
+            m, v = self.m[name], self.v[name]
+            m *= self.beta1
+            m += (1.0 - self.beta1) * g
+            v *= self.beta2
+            v += (1.0 - self.beta2) * g * g
+            params[name] -= self.lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
+
+
+class TrainResult(NamedTuple):
+    """What :func:`train` returns: the parameters before and after, and one row per step."""
+
+    params: dict
+    loss: np.ndarray  # (steps,) training loss of each step's batch, before the update
+    accuracy: np.ndarray  # (steps,) accuracy on the selected positions of that batch
+    initial: dict  # the parameters before the first step (a copy)
+
+
+def train(
+    config: ModelConfig,
+    task,
+    *,
+    steps: int,
+    rng: np.random.Generator,
+    batch_size: int = 64,
+    seq_len: int = 32,
+    lr: float = 1e-2,
+) -> TrainResult:
+    """Train a fresh model on a task with Adam; the same ``rng`` state gives the same result.
+
+    Parameters
+    ----------
+    config : ModelConfig
+    task : callable
+        ``task(rng, batch_size, seq_len)`` → :class:`attnlab.tasks.Batch`, e.g. a task
+        from :mod:`attnlab.tasks`. Every step draws a new batch.
+    steps, batch_size, seq_len : int
+    rng : np.random.Generator
+        Split into two independent streams: one for the initial parameters, one for
+        the batches. ``np.random.default_rng(seed)`` for a run you can repeat.
+    lr : float
+        Adam's step size.
+
+    Returns
+    -------
+    TrainResult
+        ``params``, the per-step ``loss`` and ``accuracy`` (each (steps,)), and the
+        ``initial`` parameters, so that a chapter can see what training changed.
+
+    Taught in chapter 02.
+    """
+    config = check_config(config)
+    steps = positive_int(steps, "steps")
+    batch_size = positive_int(batch_size, "batch_size")
+    seq_len = positive_int(seq_len, "seq_len")
+    rng = generator(rng)
+    if not callable(task):
+        raise ValueError(
+            "task は task(rng, batch_size, seq_len) と呼べる関数である必要があります: "
+            f"{task!r}"
+        )
+    task_vocab = getattr(task, "vocab_size", None)
+    if task_vocab is not None and task_vocab > config.vocab_size:
+        raise ValueError(
+            f"タスクの語彙 vocab_size={task_vocab} がモデルの vocab_size={config.vocab_size} "
+            "より大きいです"
+        )
+    init_rng, data_rng = rng.spawn(2)
+    params = init_params(config, init_rng)
+    initial = {name: value.copy() for name, value in params.items()}
+    optimiser = Adam(params, lr=lr)
+    losses, accuracies = np.empty(steps), np.empty(steps)
+    for step in range(steps):
+        batch = task(data_rng, batch_size, seq_len)
+        loss, grads, accuracy = loss_grads_accuracy(params, batch, config)
+        optimiser.step(params, grads)
+        losses[step], accuracies[step] = loss, accuracy
+    return TrainResult(params, losses, accuracies, initial)
+
+
+def evaluate(
+    params: dict, batch: Batch, config: ModelConfig, *, ablate=None
+) -> tuple[float, float]:
+    """Loss and accuracy on a batch, no gradients.
+
+    Accuracy is the share of selected positions where the most likely token is the
+    target. ``ablate`` switches heads off as in :func:`attnlab.model.forward`.
+
+    Taught in chapter 02.
+    """
+    loss, _, accuracy = loss_grads_accuracy(params, batch, config, ablate=ablate, backward=False)
+    return loss, accuracy
+
+
+def ablation_losses(params: dict, batch: Batch, config: ModelConfig) -> np.ndarray:
+    """The loss on ``batch`` with each head switched off, one at a time.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (n_layers, H): entry (l, h) is the loss with head h of layer l off and
+        every other head on. Compare with ``evaluate(params, batch, config)[0]``.
+
+    Taught in chapter 04.
+    """
+    config = check_config(config)
+    losses = np.empty((config.n_layers, config.n_heads))
+    for layer, head in np.ndindex(losses.shape):
+        losses[layer, head] = evaluate(params, batch, config, ablate=[(layer, head)])[0]
+    return losses
+
+
+class PruningCurve(NamedTuple):
+    """What :func:`pruning_curve` returns."""
+
+    order: list  # the heads (layer, head), in the order they were switched off
+    loss: np.ndarray  # (n_layers·H + 1,): loss with the first k heads of `order` off
+    accuracy: np.ndarray  # (n_layers·H + 1,): accuracy likewise
+
+
+def pruning_curve(params: dict, batch: Batch, config: ModelConfig, order=None) -> PruningCurve:
+    """Switch heads off one after another and measure the model after each.
+
+    Parameters
+    ----------
+    params, batch, config
+        As for :func:`evaluate`.
+    order : list of (int, int), optional
+        Every head (layer, head) once. By default the heads whose removal alone costs
+        least (:func:`ablation_losses`) go first, as in Michel et al. (2019).
+
+    Returns
+    -------
+    PruningCurve
+        ``loss[0]`` and ``accuracy[0]`` are the full model's; the last entries have
+        every head off.
+
+    Taught in chapter 04.
+    """
+    config = check_config(config)
+    every = [(layer, head) for layer in range(config.n_layers) for head in range(config.n_heads)]
+    if order is None:
+        alone = ablation_losses(params, batch, config)  # (L, H)
+        order = [every[i] for i in np.argsort(alone, axis=None, kind="stable")]
+    else:
+        order = [tuple(int(i) for i in pair) for pair in order]
+        if sorted(order) != every:
+            raise ValueError(
+                f"order にはすべてのヘッド (層, ヘッド) をちょうど 1 回ずつ並べてください: "
+                f"{len(every)} 個のヘッドに対して order={order}"
+            )
+    results = [evaluate(params, batch, config, ablate=order[:k]) for k in range(len(order) + 1)]
+    loss, accuracy = (np.array(column) for column in zip(*results, strict=True))
+    return PruningCurve(order, loss, accuracy)

@@ -1,8 +1,8 @@
 """Write the student edition: every chapter in ``_toc.yml`` without its solutions.
 
 Usage:
-    python scripts/make_student.py [OUT]          write OUT/NN_slug.ipynb (default OUT: student/)
-    python scripts/make_student.py --test [OUT]   write them, then prove them: no solution left,
+    python -m scripts.make_student [OUT]          write OUT/NN_slug.ipynb (default OUT: student/)
+    python -m scripts.make_student --test [OUT]   write them, then prove them: no solution left,
                                                   and each runs top to bottom without an error
 
 What a student notebook keeps and loses (nbconvert preprocessors, applied in this order):
@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from nbconvert.preprocessors import (
     ClearOutputPreprocessor,
@@ -35,14 +34,9 @@ from nbconvert.preprocessors import (
     TagRemovePreprocessor,
 )
 
-try:
-    from scripts.check_site import toc_pages
-    from scripts.exercises import FENCE_OPEN, directive_names, fence_closes, parse_exercises
-except ImportError:  # run as `python scripts/make_student.py`: scripts/ is on sys.path
-    from check_site import toc_pages
-    from exercises import FENCE_OPEN, directive_names, fence_closes, parse_exercises
+from scripts.book import ROOT, chapter_notebooks, execute_notebook
+from scripts.exercises import FENCE_OPEN, directive_names, fence_closes, parse_exercises
 
-ROOT = Path(__file__).resolve().parent.parent
 SOLUTION_TAG = "solution"
 REMOVE_TAG = "student-remove"
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\s*$")
@@ -254,17 +248,11 @@ def leftovers(nb) -> list[str]:
     return found
 
 
-def chapters() -> list[Path]:
-    """Every notebook listed in ``_toc.yml``, in book order."""
-    paths = [ROOT / f"{page}.ipynb" for page in toc_pages()]
-    return [path for path in paths if path.exists()]
-
-
 def write_student_edition(out_dir: Path) -> list[tuple[Path, list[str]]]:
     """Write the student edition of every chapter; return each path with its stubbed cells."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for source in chapters():
+    for source in chapter_notebooks():
         nb, stubbed = student_notebook(nbformat.read(source, as_version=4), source.name)
         target = out_dir / source.name
         nbformat.write(nb, target)
@@ -275,10 +263,8 @@ def write_student_edition(out_dir: Path) -> list[tuple[Path, list[str]]]:
 def run_student_notebook(path: Path, stubbed: list[str]) -> list[str]:
     """Execute a student notebook in memory (the file stays clean); return the problems."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
     try:
-        client.execute()
+        execute_notebook(nb, path.parent)
     except CellExecutionError as err:
         return [f"実行中にエラーが出ました：\n{err}"]
     problems = []

@@ -48,16 +48,16 @@ nbval: warm
 build: warm
 	rm -rf _build/html _build/.doctrees
 	$(BIN)/jupyter-book build . -W -n --keep-going
-	$(BIN)/python scripts/check_site.py _build/html
+	$(BIN)/python -m scripts.check_site _build/html
 	@echo "本: $(CURDIR)/_build/html/index.html"
 
 # The student edition: every chapter of _toc.yml without solutions, in student/ (git-ignored).
 student: $(STAMP)
-	$(BIN)/python scripts/make_student.py student
+	$(BIN)/python -m scripts.make_student student
 
 # Build the student edition, prove no solution is left and run every notebook top to bottom.
 student-test: warm
-	$(BIN)/python scripts/make_student.py --test student
+	$(BIN)/python -m scripts.make_student --test student
 
 # The real-browser test: every page of the built book in headless Chromium (Debian's
 # /usr/bin/chromium, driven by Playwright). MathJax comes from tests/browser (npm ci), in
@@ -67,16 +67,16 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --no-audit --no-fund
 
 test-browser: build $(BROWSER_DEPS)
-	$(BIN)/python scripts/browser_test.py _build/html
+	$(BIN)/python -m scripts.browser_test _build/html
 
 # The live figures with a kernel: JupyterLab (temporary settings, a copy of notebooks/) in
 # headless Chromium; every control of every widget-tagged cell moved, the picture must change.
 # Screenshots go to screenshots/lab/.
 test-lab: warm
-	$(BIN)/python scripts/lab_widget_test.py
+	$(BIN)/python -m scripts.lab_widget_test
 
 notebooks: warm
-	$(BIN)/python scripts/run_notebooks.py
+	$(BIN)/python -m scripts.run_notebooks
 
 lab: warm
 	$(BIN)/jupyter lab notebooks

@@ -1,6 +1,6 @@
 """Open every page of the built book in headless Chromium and check what a reader sees.
 
-Usage: python scripts/browser_test.py [_build/html]
+Usage: python -m scripts.browser_test [_build/html]
 
 The site is served on 127.0.0.1 (a free port, a thread in this process) and every page
 of ``_toc.yml`` is opened with Playwright driving Debian's Chromium (``/usr/bin/chromium``,
@@ -39,12 +39,8 @@ import matplotlib_fontja
 import nbformat
 from playwright.sync_api import sync_playwright
 
-try:
-    from scripts.check_site import toc_pages
-except ImportError:  # run as `python scripts/browser_test.py`: scripts/ is on sys.path
-    from check_site import toc_pages
+from scripts.book import ROOT, toc_pages
 
-ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/"
 MATHJAX_LOCAL = ROOT / "tests" / "browser" / "node_modules" / "mathjax" / "es5"

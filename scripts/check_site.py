@@ -1,6 +1,6 @@
 """Check the built HTML book: what `jupyter-book build -W` does not check by itself.
 
-Usage: python scripts/check_site.py [_build/html]
+Usage: python -m scripts.check_site [_build/html]
 
 - every page declares ``<html lang="ja">``;
 - every page listed in ``_toc.yml`` was built;
@@ -14,25 +14,9 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
+from scripts.book import ROOT, toc_pages
 
-ROOT = Path(__file__).resolve().parent.parent
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
-
-
-def toc_pages() -> list[str]:
-    """Every page ``_toc.yml`` lists, root first, at any depth (parts, chapters, sections)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    return [toc["root"], *_files(toc.get("parts", []))]
-
-
-def _files(node) -> list[str]:
-    if isinstance(node, list):
-        return [f for item in node for f in _files(item)]
-    if isinstance(node, dict):
-        own = [node["file"]] if "file" in node else []
-        return own + [f for key, value in node.items() if key != "file" for f in _files(value)]
-    return []
 
 
 def main(site: Path) -> list[str]:

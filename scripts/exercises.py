@@ -1,35 +1,65 @@
-"""The MyST exercise and solution blocks of a chapter, read as text.
+"""The MyST directive blocks of a chapter (exercises, solutions), read with markdown-it.
 
 One reader for the scripts that need them: the 講師向け page lists the exercises
 (``instructor_page.py``), the student edition rewrites them (``make_student.py``) and
-``tests/test_notebooks.py`` checks their form. A task starts with a bold head line
-``**（実装・約 20 分）**`` or ``**（考える・約 10 分）**``: its kind and minutes.
+``tests/test_notebooks.py`` checks their form. The fences come from markdown-it with the
+colon-fence plugin, as MyST parses them for the book: backtick ``fence`` and ``:::``
+``colon_fence`` tokens, whose ``info`` is ``{name} argument`` and whose ``map`` is the
+block's lines (fences included). A fence inside a longer fence is part of its content.
+
+A task starts with a bold head line ``**（実装・約 20 分）**`` or ``**（考える・約 10 分）**``:
+its kind and minutes.
 """
 
 import re
 from dataclasses import dataclass
 
-# An opening fence of a directive: ```{name} or :::{name} (any length of 3 or more).
-FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
-FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|:{3,})\s*")
+from markdown_it import MarkdownIt
+from mdit_py_plugins.colon_fence import colon_fence_plugin
+
+# CommonMark with MyST's ::: fences (_config.yml enables colon_fence for the book).
+MARKDOWN = MarkdownIt("commonmark").use(colon_fence_plugin)
+FENCE_TOKENS = ("fence", "colon_fence")
+INFO = re.compile(r"\{(?P<name>[\w-]+)\}\s*(?P<argument>.*)")
+OPTION = re.compile(r":(?P<key>[\w-]+):(?P<value>.*)")
 HEAD = re.compile(r"^\*\*（(?P<kind>[^・）]+)(?:・約\s*(?P<minutes>\d+)\s*分)?）\*\*\s*")
 SENTENCE = re.compile(r"^.*?[。？！]")
 KINDS = ("実装", "考える")
 
 
-def fence_closes(line: str, fence: str) -> bool:
-    """CommonMark: a closing fence is the same character, at least as long, and nothing else."""
-    stripped = line.strip()
-    return (
-        len(line) - len(line.lstrip(" ")) <= 3
-        and len(stripped) >= len(fence)
-        and set(stripped) == {fence[0]}
-    )
+@dataclass(frozen=True)
+class Directive:
+    """A fenced directive: ```{name} argument (any fence of backticks or colons)."""
+
+    name: str  # e.g. "exercise-start"
+    argument: str  # the rest of the opening line, e.g. a solution's exercise label
+    options: dict[str, str]  # the leading ":key: value" lines of the content
+    body: tuple[str, ...]  # the lines of the content after the options
+    lines: range  # the block's line numbers in the source, its fences included
 
 
-def directive_names(source: str) -> set[str]:
-    """Names of the directives whose fences open in ``source`` (e.g. {"exercise-start"})."""
-    return {m["name"] for line in source.split("\n") if (m := FENCE_OPEN.match(line))}
+def _directive(token) -> Directive | None:
+    info = INFO.fullmatch(token.info.strip()) if token.type in FENCE_TOKENS else None
+    if info is None:
+        return None
+    content = token.content.split("\n")
+    if content[-1] == "":  # the newline that ends the last line
+        content.pop()
+    options = {}
+    while len(options) < len(content) and (option := OPTION.match(content[len(options)])):
+        options[option["key"]] = option["value"].strip()
+    return Directive(name=info["name"], argument=info["argument"], options=options,
+                     body=tuple(content[len(options):]), lines=range(*token.map))
+
+
+def directives(markdown: str) -> list[Directive]:
+    """Every fenced directive of ``markdown``, in order (a nested fence is content)."""
+    return [d for token in MARKDOWN.parse(markdown) if (d := _directive(token))]
+
+
+def directive_names(markdown: str) -> set[str]:
+    """Names of the directives in ``markdown`` (e.g. {"exercise-start"})."""
+    return {d.name for d in directives(markdown)}
 
 
 @dataclass(frozen=True)
@@ -40,31 +70,37 @@ class Exercise:
     first_sentence: str
 
 
+def _first_paragraph(tokens) -> str:
+    """The first paragraph before any fence; lines joined without a space (Japanese)."""
+    for index, token in enumerate(tokens):
+        if token.type in FENCE_TOKENS:
+            break
+        if token.type == "paragraph_open":
+            return "".join(line.strip() for line in tokens[index + 1].content.split("\n"))
+    return ""
+
+
 def parse_exercises(markdown: str) -> list[Exercise]:
-    """Every exercise directive (one-cell or start/end form) in a chapter's markdown."""
-    lines = markdown.split("\n")
+    """Every exercise (one-cell ``{exercise}`` or ``{exercise-start}`` form) in ``markdown``.
+
+    The task is the first paragraph of the one-cell block's body, or the first paragraph
+    after ``{exercise-start}``'s fence.
+    """
+    tokens = MARKDOWN.parse(markdown)
     exercises = []
-    for i, line in enumerate(lines):
-        opening = FENCE_OPEN.match(line)
-        if not opening or opening["name"] not in ("exercise", "exercise-start"):
+    for index, token in enumerate(tokens):
+        directive = _directive(token)
+        if directive is None or directive.name not in ("exercise", "exercise-start"):
             continue
-        label, j = None, i + 1
-        while j < len(lines) and re.match(r"^:[\w-]+:", lines[j]):  # directive options
-            label = lines[j].split(":", 2)[2].strip() if lines[j].startswith(":label:") else label
-            j += 1
-        if j < len(lines) and FENCE_CLOSE.fullmatch(lines[j]):
-            j += 1  # the fence that closes exercise-start's own options
-        body = []
-        while (j < len(lines) and lines[j].strip() and not FENCE_OPEN.match(lines[j])
-               and not FENCE_CLOSE.fullmatch(lines[j])):
-            body.append(lines[j].strip())
-            j += 1
-        paragraph = "".join(body)  # Japanese: a line break inside a paragraph is no space
+        if directive.name == "exercise":
+            paragraph = _first_paragraph(MARKDOWN.parse("\n".join(directive.body)))
+        else:
+            paragraph = _first_paragraph(tokens[index + 1:])
         head = HEAD.match(paragraph)
         task = paragraph[head.end():] if head else paragraph
         sentence = SENTENCE.match(task)
         exercises.append(Exercise(
-            label=label or "（ラベルなし）",
+            label=directive.options.get("label") or "（ラベルなし）",
             kind=head["kind"] if head else None,
             minutes=int(head["minutes"]) if head and head["minutes"] else None,
             first_sentence=sentence.group(0) if sentence else task,

@@ -20,7 +20,7 @@ directive ``course-table``; ``book/instructor.md`` uses it three times::
 Every notebook and ``_config.yml`` are recorded as dependencies of the page, so an
 incremental build regenerates it when a chapter changes.
 
-Usage: python scripts/instructor_page.py   prints the generated Markdown.
+Usage: python -m scripts.instructor_page   prints the generated Markdown.
 """
 
 import math
@@ -31,16 +31,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import nbformat
-import yaml
 
-try:
-    from scripts.check_site import toc_pages
-    from scripts.exercises import Exercise, parse_exercises
-except ImportError:  # loaded by Sphinx or run as a script: scripts/ is on sys.path
-    from check_site import toc_pages
-    from exercises import Exercise, parse_exercises
+from scripts.book import CONFIG, ROOT, TOC, chapter_notebooks, read_config
+from scripts.exercises import Exercise, parse_exercises
 
-ROOT = Path(__file__).resolve().parent.parent
 CHARS_PER_MINUTE = 400  # reading speed for Japanese technical prose (characters per minute)
 MINUTES_PER_CODE_CELL = 1  # run a cell and read what it prints or draws
 EXERCISES_HEADING = "## 練習問題"
@@ -95,10 +89,10 @@ def read_chapter(path: Path, page: str | None = None) -> Chapter:
     )
 
 
-def chapters(root: Path = ROOT) -> list[Chapter]:
+def read_chapters(root: Path = ROOT) -> list[Chapter]:
     """Every notebook chapter of ``_toc.yml``, in book order."""
-    return [read_chapter(root / f"{page}.ipynb", page)
-            for page in toc_pages() if (root / f"{page}.ipynb").exists()]
+    return [read_chapter(path, path.relative_to(root).with_suffix("").as_posix())
+            for path in chapter_notebooks(root)]
 
 
 def _doc(chapter: Chapter) -> str:
@@ -166,7 +160,7 @@ class Launch:
 
 def launch_config(root: Path = ROOT) -> Launch:
     """Repository and launch settings of ``_config.yml`` (the one repository URL)."""
-    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    config = read_config(root)
     repository, buttons = config.get("repository", {}), config.get("launch_buttons", {})
     owner, repo = urlparse(repository["url"]).path.strip("/").removesuffix(".git").split("/")[:2]
     return Launch(
@@ -197,7 +191,7 @@ def launch_markdown(chs: list[Chapter], launch: Launch) -> str:
 
 
 def generate(part: str, root: Path = ROOT) -> str:
-    chs = chapters(root)
+    chs = read_chapters(root)
     if part == "exercises":
         return exercises_markdown(chs)
     if part == "time":
@@ -217,11 +211,8 @@ def setup(app):
 
         def run(self):
             part = self.arguments[0]
-            for page in toc_pages():
-                if (ROOT / f"{page}.ipynb").exists():
-                    self.env.note_dependency(str(ROOT / f"{page}.ipynb"))
-            self.env.note_dependency(str(ROOT / "_config.yml"))
-            self.env.note_dependency(str(ROOT / "_toc.yml"))
+            for path in [*chapter_notebooks(), ROOT / CONFIG, ROOT / TOC]:
+                self.env.note_dependency(str(path))
             try:
                 text = generate(part)
             except ValueError as err:

@@ -1,6 +1,6 @@
 """Move every live figure in JupyterLab with a kernel, in headless Chromium.
 
-Usage: python scripts/lab_widget_test.py [NOTEBOOK ...]
+Usage: python -m scripts.lab_widget_test [NOTEBOOK ...]
        (default: every notebooks/*.ipynb with a cell tagged ``widget``)
 
 The static book shows only a snapshot of each live figure; this test proves that the
@@ -48,13 +48,9 @@ from pathlib import Path
 import nbformat
 from playwright.sync_api import sync_playwright
 
-try:
-    from scripts.browser_test import WIDGET_TAG, japanese_context, missing_chromium
-except ImportError:  # run as `python scripts/lab_widget_test.py`: scripts/ is on sys.path
-    from browser_test import WIDGET_TAG, japanese_context, missing_chromium
+from scripts.book import NOTEBOOKS, ROOT, all_notebooks
+from scripts.browser_test import WIDGET_TAG, japanese_context, missing_chromium
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ROOT / "notebooks"
 SCREENSHOTS = ROOT / "screenshots" / "lab"
 SERVER_TIMEOUT = 90  # seconds for JupyterLab to answer
 RUN_TIMEOUT = 300  # seconds for the kernel to run a whole notebook
@@ -455,7 +451,7 @@ def check_notebook(context, lab: Lab, path: Path, cells: list[int]) -> list[str]
 
 def main(argv: list[str]) -> int:
     start = time.perf_counter()
-    paths = [Path(p).resolve() for p in argv] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    paths = [Path(p).resolve() for p in argv] or all_notebooks()
     notebooks = widget_notebooks(paths)
     if not notebooks:
         print(f"問題: タグ {WIDGET_TAG} のセルを持つノートブックがありません", file=sys.stderr)

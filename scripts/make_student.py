@@ -1,8 +1,8 @@
 """Write the student edition: every chapter in ``_toc.yml`` without its solutions.
 
 Usage:
-    python scripts/make_student.py [OUT]          write OUT/NN_slug.ipynb (default OUT: student/)
-    python scripts/make_student.py --test [OUT]   write them, then prove them: no solution left,
+    python -m scripts.make_student [OUT]          write OUT/NN_slug.ipynb (default OUT: student/)
+    python -m scripts.make_student --test [OUT]   write them, then prove them: no solution left,
                                                   and each runs top to bottom without an error
 
 What a student notebook keeps and loses (nbconvert preprocessors, applied in this order):
@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from nbconvert.preprocessors import (
     ClearOutputPreprocessor,
@@ -35,14 +34,9 @@ from nbconvert.preprocessors import (
     TagRemovePreprocessor,
 )
 
-try:
-    from scripts.check_site import toc_pages
-    from scripts.exercises import FENCE_OPEN, directive_names, fence_closes, parse_exercises
-except ImportError:  # run as `python scripts/make_student.py`: scripts/ is on sys.path
-    from check_site import toc_pages
-    from exercises import FENCE_OPEN, directive_names, fence_closes, parse_exercises
+from scripts.book import ROOT, chapter_notebooks, execute_notebook
+from scripts.exercises import directive_names, directives, parse_exercises
 
-ROOT = Path(__file__).resolve().parent.parent
 SOLUTION_TAG = "solution"
 REMOVE_TAG = "student-remove"
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\s*$")
@@ -90,22 +84,12 @@ def stub_solution_code(source: str, where: str = "") -> str | None:
 
 def remove_solution_blocks(source: str) -> str:
     """Cut every one-cell ``{solution}`` directive block out of a markdown source."""
-    lines = source.split("\n")
-    out, fence = [], None
-    for line in lines:
-        if fence is not None:
-            if fence_closes(line, fence):
-                fence = None
-            continue
-        opening = FENCE_OPEN.match(line)
-        if opening and opening["name"] == "solution":
-            fence = opening["fence"]
-            continue
-        out.append(line)
-    text = "\n".join(out)
+    cut = {n for d in directives(source) if d.name == "solution" for n in d.lines}
+    text = "\n".join(line for n, line in enumerate(source.split("\n")) if n not in cut)
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
 
 
+EXERCISE_NAMES = {"exercise", "exercise-start", "exercise-end"}
 EXERCISE_HEADING = "### 練習問題 {label}"
 ANSWER_CELL = "**あなたの答え**：このセルをダブルクリックして書いてください。"
 
@@ -114,25 +98,21 @@ def plain_exercise_fences(source: str) -> str:
     """Write exercise directives as a plain heading followed by the task text.
 
     ``{exercise-start}`` becomes the heading, ``{exercise-end}`` goes, and a one-cell
-    ``{exercise}`` block becomes the heading and its body. In the book these fences make a
-    numbered exercise box; in Jupyter they would show as raw MyST.
+    ``{exercise}`` block becomes the heading and its body; options other than ``:label:``
+    go. In the book these fences make a numbered exercise box; in Jupyter they would show
+    as raw MyST.
     """
-    out, fence, label = [], None, None
-    for line in source.split("\n"):
-        if fence is not None:
-            if fence_closes(line, fence):
-                fence = None
-            elif line.strip().startswith(":label:"):
-                label = line.split(":label:", 1)[1].strip()
-                out += [EXERCISE_HEADING.format(label=label).rstrip(), ""]
-            elif not line.strip().startswith(":"):  # other options (:class: …) go
-                out.append(line)
+    lines = source.split("\n")
+    out, done = [], 0
+    for directive in directives(source):
+        if directive.name not in EXERCISE_NAMES:
             continue
-        opening = FENCE_OPEN.match(line)
-        if opening and opening["name"] in ("exercise", "exercise-start", "exercise-end"):
-            fence = opening["fence"]
-            continue
-        out.append(line)
+        out += lines[done:directive.lines.start]
+        if "label" in directive.options:
+            out += [EXERCISE_HEADING.format(label=directive.options["label"]).rstrip(), ""]
+        out += directive.body
+        done = directive.lines.stop
+    out += lines[done:]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n")
 
 
@@ -187,18 +167,18 @@ class ExercisePreprocessor(Preprocessor):
     """Plain headings instead of exercise fences; an answer cell after each think-exercise."""
 
     def preprocess(self, nb, resources):
-        cells, task = [], ""
+        cells, task = [], []
         for cell in nb.cells:
             names = directive_names(cell.source) if cell.cell_type == "markdown" else set()
             if names & {"exercise", "exercise-start"}:
-                task = ""
+                task = []
             if cell.cell_type == "markdown":
-                task += cell.source
-                if names & {"exercise", "exercise-start", "exercise-end"}:
+                task.append(cell.source)
+                if names & EXERCISE_NAMES:
                     cell.source = plain_exercise_fences(cell.source)
             cells.append(cell)
             if names & {"exercise", "exercise-end"} and any(
-                    e.kind == "考える" for e in parse_exercises(task)):
+                    e.kind == "考える" for e in parse_exercises("\n".join(task))):
                 cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL))
         nb.cells = cells
         return nb, resources
@@ -254,17 +234,11 @@ def leftovers(nb) -> list[str]:
     return found
 
 
-def chapters() -> list[Path]:
-    """Every notebook listed in ``_toc.yml``, in book order."""
-    paths = [ROOT / f"{page}.ipynb" for page in toc_pages()]
-    return [path for path in paths if path.exists()]
-
-
 def write_student_edition(out_dir: Path) -> list[tuple[Path, list[str]]]:
     """Write the student edition of every chapter; return each path with its stubbed cells."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for source in chapters():
+    for source in chapter_notebooks():
         nb, stubbed = student_notebook(nbformat.read(source, as_version=4), source.name)
         target = out_dir / source.name
         nbformat.write(nb, target)
@@ -275,10 +249,8 @@ def write_student_edition(out_dir: Path) -> list[tuple[Path, list[str]]]:
 def run_student_notebook(path: Path, stubbed: list[str]) -> list[str]:
     """Execute a student notebook in memory (the file stays clean); return the problems."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
     try:
-        client.execute()
+        execute_notebook(nb, path.parent)
     except CellExecutionError as err:
         return [f"実行中にエラーが出ました：\n{err}"]
     problems = []

@@ -1,6 +1,6 @@
 """Re-execute notebooks in place with nbclient and store their outputs.
 
-Usage: python scripts/run_notebooks.py [NOTEBOOK ...]   (default: every notebooks/*.ipynb)
+Usage: python -m scripts.run_notebooks [NOTEBOOK ...]   (default: every notebooks/*.ipynb)
 
 Each notebook runs top to bottom in a fresh kernel whose working directory is the
 notebook's folder; no timing metadata is recorded, so two runs of unchanged code write
@@ -13,23 +13,15 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parent.parent
+from scripts.book import ROOT, all_notebooks, execute_notebook
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def run(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=600,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-        store_widget_state=False,
-        record_timing=False,
-    )
-    client.execute()
+    execute_notebook(nb, path.parent)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         for output in cell.get("outputs", []):
@@ -39,7 +31,7 @@ def run(path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = [Path(p) for p in argv] or all_notebooks()
     for path in paths:
         print(f"実行中: {path.relative_to(ROOT) if path.is_absolute() else path}", flush=True)
         run(path.resolve())

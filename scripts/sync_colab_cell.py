@@ -1,6 +1,6 @@
 """Write the Colab install cell at the top of every chapter notebook, from _config.yml.
 
-Usage: python scripts/sync_colab_cell.py [NOTEBOOK ...]   (default: every notebooks/*.ipynb)
+Usage: python -m scripts.sync_colab_cell [NOTEBOOK ...]   (default: every notebooks/*.ipynb)
 
 The first code cell of every chapter installs the course package ``attnlab`` with pip
 from the repository, and only when the notebook runs in Google Colab (everywhere else
@@ -14,17 +14,16 @@ import sys
 from pathlib import Path
 
 import nbformat
-import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from scripts.book import all_notebooks, read_config
+
 TAGS = ["colab-install", "remove-cell"]
 CELL_ID = "colab-install"
 
 
 def repository() -> tuple[str, str]:
     """``(url, branch)`` of the repository, from ``_config.yml``."""
-    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    repo = config["repository"]
+    repo = read_config()["repository"]
     return repo["url"], repo.get("branch", "main")
 
 
@@ -67,7 +66,7 @@ def sync(path: Path) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = [Path(p) for p in argv] or all_notebooks()
     for path in paths:
         if sync(path):
             print(f"書き換えました: {path.name}（make notebooks で出力を保存し直してください）")

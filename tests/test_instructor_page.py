@@ -15,15 +15,15 @@ from scripts.instructor_page import (
     CHARS_PER_MINUTE,
     MINUTES_PER_CODE_CELL,
     Chapter,
-    chapters,
     generate,
     launch_config,
     read_chapter,
+    read_chapters,
     time_markdown,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "99_student_fixture.ipynb"
-CHAPTERS = chapters()
+CHAPTERS = read_chapters()
 
 
 def test_exercises_of_the_fixture_with_kind_minutes_and_first_sentence():

@@ -2,7 +2,8 @@
 
 import nbformat
 
-from scripts.lab_widget_test import NOTEBOOKS, copy_notebooks, kernel_problems, widget_notebooks
+from scripts.book import NOTEBOOKS, all_notebooks
+from scripts.lab_widget_test import copy_notebooks, kernel_problems, widget_notebooks
 
 REFUSED = "No such comm target registered: jupyter.widget.control\n"
 
@@ -33,7 +34,7 @@ def test_traceback_is_one_problem():
 
 
 def test_widget_cells_are_found_by_tag():
-    found = widget_notebooks(sorted(NOTEBOOKS.glob("*.ipynb")))
+    found = widget_notebooks(all_notebooks())
     assert found, "no notebook has a cell tagged widget"
     for path, cells in found.items():
         nb = nbformat.read(path, as_version=4)

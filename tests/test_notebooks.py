@@ -6,19 +6,17 @@ clean (no warnings, no font-cache messages, executed top to bottom in one run).
 """
 
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from attnlab.widgets import LIVE_HINT, OUTPUT_MARKER
-from scripts.check_site import toc_pages
+from scripts.book import ROOT, all_notebooks, toc_pages
 from scripts.exercises import KINDS, parse_exercises
 from scripts.sync_colab_cell import TAGS as COLAB_TAGS
 from scripts.sync_colab_cell import colab_source, repository
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = all_notebooks()
 EXERCISE = re.compile(r"```\{exercise(?:-start)?\}[^\n]*\n:label: (\S+)")
 SOLUTION = re.compile(r"```\{solution(?:-start)?\} (\S+)\n((?::\w+:[^\n]*\n)*)")
 # The first line of every exercise: its kind and an honest time estimate.
@@ -99,7 +97,7 @@ def test_first_code_cell_installs_attnlab_in_colab_from_the_config_url(path):
     nb = nbformat.read(path, as_version=4)
     first = _code_cells(nb)[0]
     url, branch = repository()
-    fix = "python scripts/sync_colab_cell.py を実行してから make notebooks を実行してください"
+    fix = "python -m scripts.sync_colab_cell を実行してから make notebooks を実行してください"
     assert f"git+{url}@{branch}" in first.source, f"_config.yml の URL と違います: {fix}"
     assert first.source == colab_source(url, branch), fix
     assert first.metadata.get("tags") == COLAB_TAGS, fix

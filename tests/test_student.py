@@ -12,12 +12,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from scripts.book import chapter_notebooks
 from scripts.make_student import (
     ANSWER_CELL,
     NOTE_MARK,
     STUB,
     STUB_COMMENT,
-    chapters,
     leftovers,
     remove_solution_blocks,
     run_student_notebook,
@@ -234,7 +234,7 @@ def test_a_nested_fence_does_not_close_the_solution_block():
     assert remove_solution_blocks(text) == "残る"
 
 
-@pytest.mark.parametrize("path", chapters(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", chapter_notebooks(), ids=lambda p: p.stem)
 def test_every_chapter_converts_without_leftovers(path):
     nb, _ = student_notebook(nbformat.read(path, as_version=4), path.name)
     assert leftovers(nb) == []

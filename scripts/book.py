@@ -1,0 +1,70 @@
+"""The book as the scripts see it: its paths, its table of contents, and running a notebook.
+
+One home for what every script needs (``python -m scripts.NAME`` imports it as
+``from scripts.book import …``): the repository root and its folders, the pages of
+``_toc.yml`` in book order, the chapter notebooks among them, the settings of
+``_config.yml``, and one way to execute a notebook with nbclient.
+"""
+
+from pathlib import Path
+
+import yaml
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+CONFIG = "_config.yml"
+TOC = "_toc.yml"
+KERNEL = "python3"
+TIMEOUT = 600  # seconds for one cell
+
+
+def all_notebooks() -> list[Path]:
+    """Every ``notebooks/*.ipynb`` by name, listed in ``_toc.yml`` or not (yet)."""
+    return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def read_config(root: Path = ROOT) -> dict:
+    """The settings of ``_config.yml`` (the repository URL, launch buttons, …)."""
+    return yaml.safe_load((root / CONFIG).read_text(encoding="utf-8"))
+
+
+def toc_pages(root: Path = ROOT) -> list[str]:
+    """Every page ``_toc.yml`` lists, root first, at any depth (parts, chapters, sections)."""
+    toc = yaml.safe_load((root / TOC).read_text(encoding="utf-8"))
+    return [toc["root"], *_files(toc.get("parts", []))]
+
+
+def _files(node) -> list[str]:
+    if isinstance(node, list):
+        return [f for item in node for f in _files(item)]
+    if isinstance(node, dict):
+        own = [node["file"]] if "file" in node else []
+        return own + [f for key, value in node.items() if key != "file" for f in _files(value)]
+    return []
+
+
+def chapter_notebooks(root: Path = ROOT) -> list[Path]:
+    """The notebooks of ``_toc.yml`` (its pages that are ``.ipynb`` files), in book order."""
+    paths = [root / f"{page}.ipynb" for page in toc_pages(root)]
+    return [path for path in paths if path.exists()]
+
+
+def execute_notebook(nb, folder: Path, timeout: int = TIMEOUT):
+    """Run ``nb`` top to bottom in a fresh ``python3`` kernel whose working directory is
+    ``folder``; the outputs are stored in ``nb``, which is also returned.
+
+    No timing metadata and no widget state are recorded, so two runs of unchanged code
+    give identical notebooks. A failing cell raises nbclient's ``CellExecutionError``.
+    """
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=KERNEL,
+        resources={"metadata": {"path": str(folder)}},
+        store_widget_state=False,
+        record_timing=False,
+    )
+    client.execute()
+    return nb
+

@@ -1,0 +1,58 @@
+"""The book's layout for the scripts (scripts/book.py): the table of contents, the chapter
+notebooks in book order, and the one way a notebook is executed."""
+
+import nbformat
+
+from scripts.book import ROOT, all_notebooks, chapter_notebooks, execute_notebook, toc_pages
+
+TOC = """format: jb-book
+root: book/intro
+parts:
+  - caption: 第I部
+    chapters:
+      - file: notebooks/02_second
+        sections:
+          - file: book/inside
+      - file: notebooks/01_first
+  - caption: 付録
+    chapters:
+      - file: book/references
+"""
+
+
+def _book(root):
+    (root / "_toc.yml").write_text(TOC, encoding="utf-8")
+    (root / "notebooks").mkdir()
+    for stem in ("01_first", "02_second", "03_not_in_toc"):
+        nbformat.write(nbformat.v4.new_notebook(), root / "notebooks" / f"{stem}.ipynb")
+
+
+def test_toc_pages_are_every_file_at_any_depth_root_first(tmp_path):
+    _book(tmp_path)
+    assert toc_pages(tmp_path) == [
+        "book/intro", "notebooks/02_second", "book/inside", "notebooks/01_first",
+        "book/references"]
+
+
+def test_chapter_notebooks_are_the_toc_notebooks_in_book_order(tmp_path):
+    _book(tmp_path)
+    assert chapter_notebooks(tmp_path) == [
+        tmp_path / "notebooks" / "02_second.ipynb", tmp_path / "notebooks" / "01_first.ipynb"]
+
+
+def test_the_book_chapters_are_notebooks_of_notebooks_folder():
+    chapters = chapter_notebooks()
+    assert chapters and set(chapters) <= set(all_notebooks())
+    assert all(path.parent == ROOT / "notebooks" for path in chapters)
+
+
+def test_execute_runs_in_the_notebooks_folder_and_records_no_timing(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os\nprint(os.getcwd())")])
+    executed = execute_notebook(nb, tmp_path)
+    assert executed is nb
+    cell = nb.cells[0]
+    assert cell.execution_count == 1
+    assert cell.outputs[0].text.strip() == str(tmp_path)
+    assert "execution" not in cell.metadata
+    assert "widgets" not in nb.metadata

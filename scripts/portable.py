@@ -342,8 +342,8 @@ def select_levels(names: str) -> list[Level]:
     wanted = [name.strip() for name in names.split(",") if name.strip()]
     unknown = [name for name in wanted if name not in known]
     if unknown or not wanted:
-        raise SystemExit(f"知らないレベルです: {', '.join(unknown) or names!r}"
-                         f"（選べるのは {', '.join(known)}）")
+        named = ", ".join(unknown) if unknown else repr(names)
+        raise SystemExit(f"知らないレベルです: {named}（選べるのは {', '.join(known)}）")
     return [known[name] for name in wanted]
 
 

@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 
     native = run_probe(native_env())
     print(f"このマシンの最高のレベル: {describe(native)}", flush=True)
-    failed, ran = [], 0
+    failed, differ, ran = [], [], 0
     for level in levels:
         print(f"\n== {level.name}: {level.label}", flush=True)
         reason = skip_reason(native, level)
@@ -382,11 +382,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {level.name} のレベルでノートブックの出力が一致しません"
                   "（上の nbval の差分を見てください）", flush=True)
             failed.append(level.name)
+            differ.append(level.name)
         print(f"  {level.name}: {'失敗' if level.name in failed else '成功'}（{seconds:.0f} 秒）",
               flush=True)
     if failed:
-        print(f"\n失敗したレベル: {', '.join(failed)}。印刷する数値は、どのマシンでも同じになる"
-              "桁だけにしてください（README の「章を追加するとき」）。", flush=True)
+        print(f"\n失敗したレベル: {', '.join(failed)}", flush=True)
+        if differ:
+            print("印刷する数値は、どのマシンでも同じになる桁だけにしてください"
+                  "（README の「章を追加するとき」）。", flush=True)
         return 1
     if not ran:
         print("\nこのマシンでは、より低いレベルを一つも実行できませんでした。", flush=True)

@@ -34,7 +34,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from scripts.book import ROOT
+
 REPORT_ENV = "ATTNLAB_PORTABLE_REPORT"
 NPY_ENV = "NPY_DISABLE_CPU_FEATURES"
 BLAS_ENV = "OPENBLAS_CORETYPE"

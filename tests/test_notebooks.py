@@ -12,13 +12,11 @@ import pytest
 
 from attnlab.widgets import LIVE_HINT, OUTPUT_MARKER
 from scripts.book import ROOT, all_notebooks, toc_pages
-from scripts.exercises import KINDS, parse_exercises
+from scripts.exercises import KINDS, directive_names, directives, parse_exercises
 from scripts.sync_colab_cell import TAGS as COLAB_TAGS
 from scripts.sync_colab_cell import colab_source, repository
 
 NOTEBOOKS = all_notebooks()
-EXERCISE = re.compile(r"```\{exercise(?:-start)?\}[^\n]*\n:label: (\S+)")
-SOLUTION = re.compile(r"```\{solution(?:-start)?\} (\S+)\n((?::\w+:[^\n]*\n)*)")
 # The first line of every exercise: its kind and an honest time estimate.
 WIDGET_SOURCE = re.compile(r"\b(?:\w+_widget|interactive_figure)\(")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -67,11 +65,12 @@ def test_chapter_ends_with_exercises_and_a_summary(path):
     text = _markdown(nb)
     headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
     assert headings[-2:] == ["練習問題", "まとめ"]
-    exercises = EXERCISE.findall(text)
-    solutions = SOLUTION.findall(text)
+    blocks = directives(text)
+    exercises = [d.options.get("label") for d in blocks if d.name in ("exercise", "exercise-start")]
+    solutions = [d for d in blocks if d.name in ("solution", "solution-start")]
     assert len(exercises) >= 2
-    assert [label for label, _ in solutions] == exercises, "各練習問題に解答が一つずつ必要です"
-    assert all(":class: dropdown" in options for _, options in solutions), "解答は折りたたむ"
+    assert [d.argument for d in solutions] == exercises, "各練習問題に解答が一つずつ必要です"
+    assert all(d.options.get("class") == "dropdown" for d in solutions), "解答は折りたたむ"
     assert all(label.startswith(f"ex{path.stem[:2]}-") for label in exercises)
 
 
@@ -81,8 +80,8 @@ def test_code_cells_inside_a_solution_and_only_those_are_tagged_solution(path):
     inside = False
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            inside = (inside or "{solution-start}" in cell.source) and (
-                "{solution-end}" not in cell.source)
+            names = directive_names(cell.source)
+            inside = (inside or "solution-start" in names) and "solution-end" not in names
             continue
         tagged = "solution" in cell.metadata.get("tags", [])
         assert tagged == inside, cell.source[:80]
@@ -156,12 +155,12 @@ def _exercises_with_solution_code(nb) -> list[tuple[str, str, list[str]]]:
     found, current, inside = [], None, False
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            if "{exercise-start}" in cell.source:
+            names = directive_names(cell.source)
+            if "exercise-start" in names:
                 (exercise,) = parse_exercises(cell.source)
                 current = (cell.source, exercise.kind, [])
                 found.append(current)
-            inside = (inside or "{solution-start}" in cell.source) and (
-                "{solution-end}" not in cell.source)
+            inside = (inside or "solution-start" in names) and "solution-end" not in names
         elif inside and current is not None:
             current[2].append(cell.source)
     return found

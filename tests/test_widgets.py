@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from attnlab.plotting import figure_to_png, new_figure  # noqa: E402
 from attnlab.widgets import (  # noqa: E402
     LIVE_HINT,
     OUTPUT_MARKER,
@@ -21,9 +22,7 @@ from attnlab.widgets import (  # noqa: E402
     SHARPNESS_N_KEYS,
     WIDGETS,
     control_values,
-    figure_to_png,
     interactive_figure,
-    new_figure,
     render,
     sharpness_samples,
     softmax_sharpness_plot,

@@ -37,7 +37,7 @@ fixed ``text/plain`` line (no object ids, so strict nbval can compare it):
 A chapter's live figure takes a few lines::
 
     def rotation_plot():
-        fig, ax = new_figure((6, 3))
+        fig, ax = new_figure((6, 3))  # from attnlab.plotting
         arrow, = ax.plot([0, 1], [0, 0])
         ax.set(xlim=(-1, 1), ylim=(-1, 1), title="RoPE の回転")
 
@@ -65,20 +65,25 @@ from __future__ import annotations
 
 import base64
 import inspect
-import io
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
-from PIL import Image
 
 from attnlab.attention import softmax
-from attnlab.plotting import use_japanese_font
+from attnlab.plotting import (
+    BLACK,
+    BLUE,
+    GREY,
+    VERMILLION,
+    canvas_to_png,
+    figure_to_png,
+    new_figure,
+)
 
 #: The line every widget caption ends with, in the book where no kernel runs.
 LIVE_HINT = (
@@ -89,64 +94,8 @@ LIVE_HINT = (
 #: Key put in the output metadata of a live figure, so tests can find widget outputs.
 OUTPUT_MARKER = "attnlab_widget"
 
-#: Colour-blind-safe colours (Okabe–Ito palette).
-BLUE, VERMILLION, GREY = "#0072B2", "#D55E00", "#999999"
-
 #: ``plot() -> (fig, update)``: see the module docstring.
 Plot = Callable[[], tuple[Figure, Callable[..., None]]]
-
-
-def new_figure(
-    figsize: tuple[float, float],
-    ncols: int = 1,
-    *,
-    margins: Mapping[str, float] | None = None,
-) -> tuple[Figure, Any]:
-    """A fresh Figure (not managed by ``pyplot``) with Japanese text and ``ncols`` axes.
-
-    The layout is fixed (``margins``, passed to ``Figure.subplots_adjust``), not
-    recomputed on every draw: a live figure's updates stay fast and its axes do not jump.
-
-    Parameters
-    ----------
-    figsize : tuple of float
-        Width and height in inches (100 dpi).
-    ncols : int
-        Number of side-by-side axes.
-    margins : mapping, optional
-        ``left, right, bottom, top, wspace`` as fractions of the figure.
-
-    Returns
-    -------
-    fig : Figure
-    axes : Axes, or an array of Axes if ``ncols > 1``
-
-    Taught in chapter 01 (アテンションの復習).
-    """
-    use_japanese_font()
-    fig = Figure(figsize=figsize, dpi=100)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols)
-    fig.subplots_adjust(**{"left": 0.08, "right": 0.98, "bottom": 0.15, "top": 0.85,
-                           "wspace": 0.25, **(margins or {})})
-    return fig, axes
-
-
-def figure_to_png(fig: Figure) -> bytes:
-    """Draw ``fig`` and return PNG bytes; the same figure always gives the same bytes.
-
-    Taught in chapter 01 (アテンションの復習).
-    """
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    canvas.draw()
-    return _encode_png(canvas)
-
-
-def _encode_png(canvas: FigureCanvasAgg) -> bytes:
-    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
-    buffer = io.BytesIO()
-    image.save(buffer, format="png", compress_level=1)
-    return buffer.getvalue()
 
 
 def render(plot: Plot, **state: Any) -> Figure:
@@ -231,7 +180,7 @@ class _Blitter:
             artist.set_animated(True)
             self.fig.draw_artist(artist)
             artist.set_animated(False)
-        return _encode_png(canvas)
+        return canvas_to_png(canvas)
 
 
 class InteractiveFigure:
@@ -461,7 +410,7 @@ def softmax_sharpness_plot() -> tuple[Figure, Callable[..., None]]:
 
     bars = ax_max.bar(_BINS[:-1], np.zeros(len(_BINS) - 1), width=np.diff(_BINS),
                       align="edge")
-    mean_line = ax_max.axvline(0.0, color="black", linestyle="--", label="平均")
+    mean_line = ax_max.axvline(0.0, color=BLACK, linestyle="--", label="平均")
     uniform_max = ax_max.axvline(0.0, color=GREY, linestyle=":", label="一様な重み")
     ax_max.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
                xlabel="最大の重み", ylabel="クエリの割合",

@@ -1,4 +1,4 @@
-"""Live figures: ipywidgets controls wired to a pure plot.
+"""The machinery of live figures: ipywidgets controls wired to a pure plot.
 
 A live figure has two parts:
 
@@ -8,57 +8,18 @@ A live figure has two parts:
   ``update`` may return the artists it changes: if it does, and they are always the
   same, a live update redraws only them over a cached picture of everything else (the
   axes, ticks and labels must then not depend on the state); if it returns ``None``,
-  every update redraws the whole figure.
-  It uses no ``pyplot`` (nothing is shown or kept by accident) and no randomness except
+  every update redraws the whole figure. It uses no ``pyplot`` and no randomness except
   a fixed seed inside, so :func:`render` ``(plot, **state)`` is a pure function of the
-  state, imported and tested without a kernel. Building the figure once and only
-  updating data keeps every update fast (text layout is what costs in matplotlib);
-- the **controls**: core ipywidgets (sliders, toggle buttons, dropdowns) whose names are
-  the keyword arguments of ``update``.
+  state, tested without a kernel;
+- the **controls**: core ipywidgets (sliders, toggle buttons, dropdowns), each with a
+  small discrete domain, whose names are the keyword arguments of ``update``.
 
-``interactive_figure(plot, controls, title=…)`` wires them: every change of a control
-calls ``update`` and redraws the one figure into an ``ipywidgets.Image``. Only core
-ipywidgets are used (no front-end code), so the figure is live in JupyterLab,
-Notebook 7, Binder and Colab (ipywidgets 7.6+ and 8). An exception in ``update`` never
-reaches the reader: a Japanese message line says what failed and the last picture stays.
-
-Where there is no kernel the figure degrades to a picture. The object's mime bundle
-holds, next to the live widget view, an ``image/png`` snapshot of the default state and a
-fixed ``text/plain`` line (no object ids, so strict nbval can compare it):
-
-- ``scripts/run_notebooks.py`` drops the widget view (its model id is random) from the
-  stored outputs, so a notebook opened without running shows the snapshot;
-- ``_config.yml`` (``nb_mime_priority_overrides``) ranks widget views below PNG for the
-  HTML book, so the book shows the snapshot even if a widget view were stored;
-- the notebook cell is tagged ``widget`` and its metadata holds the figure caption
-  (``mystnb: figure: caption``), ending with :data:`LIVE_HINT`, the line that says where to
-  move the figure live. ``tests/test_notebooks.py`` enforces both.
-
-A chapter's live figure takes a few lines::
-
-    def rotation_plot():
-        fig, ax = new_figure((6, 3))  # from attnlab.plotting
-        arrow, = ax.plot([0, 1], [0, 0])
-        ax.set(xlim=(-1, 1), ylim=(-1, 1), title="RoPE の回転")
-
-        def update(pos=0, d_head=8):
-            angle = pos * theta(d_head)[0]
-            arrow.set_data([0, np.cos(angle)], [0, np.sin(angle)])
-            return [arrow]  # optional: only the arrow changes
-
-        return fig, update
-
-    def rotation_widget():
-        return interactive_figure(rotation_plot, {
-            "pos": widgets.SelectionSlider(options=list(range(16)), value=0,
-                                           description="位置"),
-            "d_head": widgets.ToggleButtons(options=[4, 8, 16], value=8,
-                                            description="d_head"),
-        }, title="RoPE の回転")
-
-Give every control a small discrete domain (``options``, a bool, or an int/float slider
-with a step): the tests render every combination of the domains
-(:meth:`InteractiveFigure.states`), and ``benchmarks/widget_render.py`` times them.
+:func:`interactive_figure` wires them: every change of a control calls ``update`` and
+redraws the one figure into an ``ipywidgets.Image``. Only core ipywidgets are used, so
+the figure is live in JupyterLab, Notebook 7, Binder and Colab (ipywidgets 7.6+ and 8).
+An exception in ``update`` never reaches the reader: a Japanese message line says what
+failed and the last picture stays. Where there is no kernel (the book, a notebook opened
+without running) the figure is its ``image/png`` snapshot of the default state.
 """
 
 from __future__ import annotations
@@ -67,28 +28,12 @@ import base64
 import inspect
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import ipywidgets as widgets
-import numpy as np
-from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from attnlab.experiments.softmax_sharpness import (
-    SHARPNESS_D_K,
-    SHARPNESS_N_KEYS,
-    SHARPNESS_TRIALS,
-    sharpness_samples,
-)
-from attnlab.plotting import (
-    BLACK,
-    BLUE,
-    GREY,
-    VERMILLION,
-    canvas_to_png,
-    figure_to_png,
-    new_figure,
-)
+from attnlab.plotting import VERMILLION, canvas_to_png, figure_to_png
 
 #: The line every widget caption ends with, in the book where no kernel runs.
 LIVE_HINT = (
@@ -100,7 +45,34 @@ LIVE_HINT = (
 OUTPUT_MARKER = "attnlab_widget"
 
 #: ``plot() -> (fig, update)``: see the module docstring.
-Plot = Callable[[], tuple[Figure, Callable[..., None]]]
+Plot = Callable[[], tuple[Figure, Callable[..., Any]]]
+
+#: Attribute that :func:`register_widget` sets on a factory: the figure's registry name.
+WIDGET_NAME_ATTRIBUTE = "attnlab_widget_name"
+
+_Factory = TypeVar("_Factory", bound=Callable[[], "InteractiveFigure"])
+
+
+def register_widget(name: str) -> Callable[[_Factory], _Factory]:
+    """Mark a live figure's factory so that :data:`attnlab.widgets.WIDGETS` lists it.
+
+    ``attnlab.widgets`` imports every module of the package and collects the marked
+    factories defined there: the tests render each, ``benchmarks/widget_render.py``
+    times each, and the factory is importable as ``attnlab.widgets.<function name>``.
+
+    Parameters
+    ----------
+    name : str
+        Short registry name, unique across the package, e.g. ``"softmax_sharpness"``.
+
+    Taught in chapter 01.
+    """
+
+    def mark(factory: _Factory) -> _Factory:
+        setattr(factory, WIDGET_NAME_ATTRIBUTE, name)
+        return factory
+
+    return mark
 
 
 def render(plot: Plot, **state: Any) -> Figure:
@@ -117,7 +89,7 @@ def render(plot: Plot, **state: Any) -> Figure:
     -------
     Figure
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
     fig, update = plot()
     update(**state)
@@ -135,7 +107,7 @@ def control_values(control: widgets.Widget) -> tuple:
     ValueError
         For a control without a finite discrete domain.
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
     if hasattr(control, "options"):
         options = control.options
@@ -189,7 +161,10 @@ class _Blitter:
 
 
 class InteractiveFigure:
-    """Controls wired to a plot; see the module docstring.
+    """Controls wired to a plot, shown live in Jupyter and as a PNG elsewhere.
+
+    Its mime bundle holds the live widget view, an ``image/png`` snapshot of the default
+    state and a fixed ``text/plain`` line (no object ids, so nbval can compare it).
 
     Attributes
     ----------
@@ -206,7 +181,7 @@ class InteractiveFigure:
     widget : ipywidgets.VBox
         The controls above the rendered image, and a message line.
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
 
     def __init__(
@@ -320,7 +295,7 @@ class InteractiveFigure:
 def interactive_figure(
     plot: Plot, controls: Mapping[str, widgets.Widget], *, title: str
 ) -> InteractiveFigure:
-    """Wire ``controls`` to ``plot``; see the module docstring for the contract.
+    """Wire ``controls`` to ``plot``: a live figure.
 
     Parameters
     ----------
@@ -336,95 +311,6 @@ def interactive_figure(
     InteractiveFigure
         Displayed live in Jupyter, as a PNG of the default state elsewhere.
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
     return InteractiveFigure(plot, controls, title)
-
-
-# --- chapter 01: how the softmax sharpens without 1/√d_k --------------------------------
-
-_BINS = np.linspace(0.0, 1.0, 21)  # histogram bins of the largest weight
-
-
-def softmax_sharpness_plot() -> tuple[Figure, Callable[..., None]]:
-    """One query's weights (left) and the largest weight over many queries (right).
-
-    Returns
-    -------
-    fig : Figure
-    update : callable
-        ``update(d_k=256, scaled=False, n_keys=16)`` draws that state.
-
-    Taught in chapter 01 (アテンションの復習).
-    """
-    fig, (ax_one, ax_max) = new_figure(
-        (9.0, 3.4), ncols=2, margins={"left": 0.07, "bottom": 0.16, "top": 0.8})
-    heading = fig.suptitle("")
-    stems = LineCollection([])
-    ax_one.add_collection(stems)
-    uniform_one = ax_one.axhline(0.0, color=GREY, linestyle=":", label="一様な重み")
-    # ylim above 1 leaves headroom for the legend, so a weight of 1 never hides under it
-    ax_one.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[], yticks=[0, 0.5, 1],
-               xlabel="キー（左から順に）", ylabel="重み", title="1 つのクエリの重み")
-    legend_one = ax_one.legend(loc="upper left", fontsize=8)
-
-    bars = ax_max.bar(_BINS[:-1], np.zeros(len(_BINS) - 1), width=np.diff(_BINS),
-                      align="edge")
-    mean_line = ax_max.axvline(0.0, color=BLACK, linestyle="--", label="平均")
-    uniform_max = ax_max.axvline(0.0, color=GREY, linestyle=":", label="一様な重み")
-    ax_max.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
-               xlabel="最大の重み", ylabel="クエリの割合",
-               title=f"{SHARPNESS_TRIALS} 個のクエリの最大の重み")
-    legend_max = ax_max.legend(loc="upper left", fontsize=8, ncols=2)
-    mean_label = legend_max.get_texts()[0]
-    changing = [heading, stems, uniform_one, legend_one, *bars, mean_line, uniform_max,
-                legend_max]
-
-    def update(d_k: int = 256, scaled: bool = False, n_keys: int = 16) -> list:
-        one, largest = sharpness_samples(d_k, scaled, n_keys)
-        colour = BLUE if scaled else VERMILLION
-        how = r"$\sqrt{d_k}$ で割る" if scaled else "割らない"
-        heading.set_text(f"$d_k$ = {d_k}、キー {n_keys} 個、スコアを{how}")
-
-        x = (np.arange(n_keys) + 0.5) / n_keys  # (Tk,): keys spread over [0, 1]
-        stems.set_segments([[(xj, 0.0), (xj, w)] for xj, w in zip(x, one, strict=True)])
-        stems.set_linewidth(200 / n_keys)
-        stems.set_color(colour)
-        uniform_one.set_ydata([1 / n_keys, 1 / n_keys])
-
-        counts, _ = np.histogram(largest, bins=_BINS)
-        for bar, count in zip(bars, counts, strict=True):
-            bar.set_height(count / largest.size)
-            bar.set_facecolor(colour)
-        mean = float(largest.mean())
-        mean_line.set_xdata([mean, mean])
-        mean_label.set_text(f"平均 {mean:.2f}")
-        uniform_max.set_xdata([1 / n_keys, 1 / n_keys])
-        return changing
-
-    return fig, update
-
-
-def softmax_sharpness_widget() -> InteractiveFigure:
-    """Live figure of chapter 01: d_k, the scaling and the number of keys.
-
-    Taught in chapter 01 (アテンションの復習).
-    """
-    controls = {
-        "d_k": widgets.SelectionSlider(options=list(SHARPNESS_D_K), value=256,
-                                       description="d_k"),
-        "scaled": widgets.ToggleButtons(options=[("割らない", False), ("√d_k で割る", True)],
-                                        value=False, description="スケーリング",
-                                        style={"button_width": "auto"}),
-        "n_keys": widgets.ToggleButtons(options=list(SHARPNESS_N_KEYS), value=16,
-                                        description="キーの数",
-                                        style={"button_width": "auto"}),
-    }
-    return interactive_figure(softmax_sharpness_plot, controls, title="softmax の鋭さ")
-
-
-#: Every live figure of the book, by name: the tests render every state of each, and
-#: ``benchmarks/widget_render.py`` times them. A chapter adds its widget here.
-WIDGETS: dict[str, Callable[[], InteractiveFigure]] = {
-    "softmax_sharpness": softmax_sharpness_widget,
-}

@@ -1,16 +1,13 @@
 """attnlab.checks: each typical wrong answer gets its diagnosis; nothing escapes a check."""
 
 import contextlib
-import importlib
 import io
-import pkgutil
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import attnlab.checks
 from attnlab.checks import (
     CHECKS,
     Mistake,
@@ -233,22 +230,6 @@ def test_a_bug_inside_a_check_is_reported_in_one_line(capsys):
     text = capsys.readouterr().out
     assert "ZeroDivisionError" in text and "Traceback" not in text
     assert "check_broken" not in CHECKS  # only the package's topic modules are collected
-
-
-def test_every_check_of_every_topic_module_is_registered_and_importable():
-    topics = [info.name for info in pkgutil.iter_modules(attnlab.checks.__path__)
-              if info.name != "core"]
-    assert topics
-    for topic in topics:
-        module = importlib.import_module(f"attnlab.checks.{topic}")
-        checks = {name for name, value in vars(module).items()
-                  if name.startswith("check_") and callable(value)
-                  and value.__module__ == module.__name__}
-        assert checks, f"{module.__name__} に自己チェックがありません"
-        for name in checks:
-            assert CHECKS[name] is getattr(module, name) is getattr(attnlab.checks, name)
-            assert name in attnlab.checks.__all__
-    assert CHECKS["check_attention"] is check_attention
 
 
 _ANYTHING = st.recursive(

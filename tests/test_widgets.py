@@ -9,9 +9,7 @@ once, live, and compared with its pure render in the same pass.
 """
 
 import base64
-import importlib
 import io
-import pkgutil
 import re
 import warnings
 
@@ -24,7 +22,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-import attnlab.widgets  # noqa: E402
 from attnlab.plotting import figure_to_png, new_figure  # noqa: E402
 from attnlab.widgets import (  # noqa: E402
     LIVE_HINT,
@@ -138,20 +135,6 @@ def test_the_same_widget_made_twice_prints_the_same_text():
     for make in WIDGETS.values():
         assert make()._repr_mimebundle_()[0]["text/plain"] == \
             make()._repr_mimebundle_()[0]["text/plain"]
-
-
-def test_every_topic_module_registers_its_figures_and_the_package_exposes_them():
-    topics = [info.name for info in pkgutil.iter_modules(attnlab.widgets.__path__)
-              if info.name != "core"]
-    assert topics
-    for topic in topics:
-        module = importlib.import_module(f"attnlab.widgets.{topic}")
-        registered = [make for make in WIDGETS.values() if make.__module__ == module.__name__]
-        assert registered, f"{module.__name__} はライブ図を登録していません"
-        for make in registered:
-            assert getattr(attnlab.widgets, make.__name__) is make
-            assert make.__name__ in attnlab.widgets.__all__
-    assert WIDGETS["softmax_sharpness"] is attnlab.widgets.softmax_sharpness_widget
 
 
 def test_register_widget_only_marks_the_factory():

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-#: Attribute that :func:`checker` sets on a check, so ``attnlab.checks`` can collect it.
+#: Attribute that :func:`checker` sets on a check (its name), so ``attnlab.checks`` can
+#: collect it.
 CHECK_ATTRIBUTE = "attnlab_check"
 
 
@@ -149,7 +150,7 @@ def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Ca
             print(f"【正解】{name}: {success}")
             return True
 
-        setattr(check, CHECK_ATTRIBUTE, True)
+        setattr(check, CHECK_ATTRIBUTE, check.__name__)
         return check
 
     return decorate

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnlab.checks import (
+    CHECKS,
     Mistake,
     Raised,
     call_student,
@@ -228,6 +229,7 @@ def test_a_bug_inside_a_check_is_reported_in_one_line(capsys):
     assert check_broken(lambda: None) is False
     text = capsys.readouterr().out
     assert "ZeroDivisionError" in text and "Traceback" not in text
+    assert "check_broken" not in CHECKS  # only the package's topic modules are collected
 
 
 _ANYTHING = st.recursive(

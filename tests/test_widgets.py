@@ -1,4 +1,12 @@
-"""attnlab.widgets: every state of every live figure draws; the static fallback is stable."""
+"""attnlab.widgets: every live figure draws in every state tried; the static fallback is stable.
+
+States tried per figure: each control moved alone through its whole domain, starting from
+the default state (as a reader does), and, for a figure of at most
+``ALL_COMBINATIONS_UP_TO`` states, every combination of the controls' domains. A larger
+figure (four controls of six values are 1296 states) is tried one control at a time: the
+combinations grow as a product, the time to render them with it. Each state is drawn
+once, live, and compared with its pure render in the same pass.
+"""
 
 import base64
 import io
@@ -14,45 +22,25 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from attnlab.plotting import figure_to_png, new_figure  # noqa: E402
 from attnlab.widgets import (  # noqa: E402
     LIVE_HINT,
     OUTPUT_MARKER,
-    SHARPNESS_D_K,
-    SHARPNESS_N_KEYS,
     WIDGETS,
     control_values,
-    figure_to_png,
     interactive_figure,
-    new_figure,
+    register_widget,
     render,
-    sharpness_samples,
-    softmax_sharpness_plot,
 )
 
 WIDGET_NAMES = sorted(WIDGETS)
 
+#: Figures with at most this many states are tried in every combination of their controls.
+ALL_COMBINATIONS_UP_TO = 60
+
 
 def _pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")).astype(int)
-
-
-@pytest.fixture(scope="module", params=WIDGET_NAMES)
-def figure(request):
-    return WIDGETS[request.param]()
-
-
-def test_every_state_of_every_widget_updates_without_error_or_warning(figure):
-    states = list(figure.states())
-    assert len(states) > 1
-    seen = set()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # e.g. a glyph missing from the Japanese font
-        for state in states:
-            assert figure.set_state(**state), (state, figure.message)
-            assert figure.message == ""
-            assert figure.state() == state
-            seen.add(figure.image_png)
-    assert len(seen) == len(states), "二つの状態が同じ図になっています"
 
 
 def _differing_fraction(png_a: bytes, png_b: bytes) -> float:
@@ -61,28 +49,60 @@ def _differing_fraction(png_a: bytes, png_b: bytes) -> float:
     return float((np.abs(a - b).max(axis=-1) > 0).mean())
 
 
-def test_moving_one_control_redraws_that_state(figure):
-    for name, control in figure.controls.items():
-        figure.set_state(**figure.default_state)
-        pictures = set()
-        for value in control_values(control):
-            control.value = value  # what the reader does: the observer redraws
-            expected = {**figure.default_state, name: value}
-            assert figure.message == "" and figure.state() == expected
-            pure = figure_to_png(render(figure.plot, **expected))
-            assert _differing_fraction(figure.image_png, pure) < 0.01, expected
-            pictures.add(figure.image_png)
-        assert len(pictures) == len(control_values(control)), name
+@pytest.fixture(scope="module", params=WIDGET_NAMES)
+def figure(request):
+    return WIDGETS[request.param]()
+
+
+def _key(state: dict) -> tuple:
+    return tuple(sorted(state.items()))
+
+
+class _Pass:
+    """Checks each state a figure shows once: drawn live without a message or warning,
+    the controls say that state, and the picture matches the pure render."""
+
+    def __init__(self, figure):
+        self.figure = figure
+        self.pictures: dict[tuple, bytes] = {}
+
+    def check_shown(self, state: dict) -> bytes:
+        """The live picture of ``state``, which the figure now shows, checked once."""
+        figure = self.figure
+        assert figure.message == "", (state, figure.message)
+        assert figure.state() == state
+        key = _key(state)
+        if key not in self.pictures:
+            pure = figure_to_png(render(figure.plot, **state))
+            # redrawing only the changed artists differs from a full draw at most where a
+            # redrawn artist now covers an axis spine
+            assert _differing_fraction(figure.image_png, pure) < 0.01, state
+            self.pictures[key] = figure.image_png
+        return self.pictures[key]
+
+
+def test_every_state_tried_draws_and_matches_the_pure_render(figure):
+    check = _Pass(figure)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. a glyph missing from the Japanese font
+        for name, control in figure.controls.items():
+            assert figure.set_state(**figure.default_state)
+            pictures = set()
+            for value in control_values(control):
+                control.value = value  # what the reader does: the observer redraws
+                pictures.add(check.check_shown({**figure.default_state, name: value}))
+            assert len(pictures) == len(control_values(control)), name
+
+        states = list(figure.states())
+        assert len(states) > 1
+        if len(states) <= ALL_COMBINATIONS_UP_TO:
+            for state in states:
+                if _key(state) not in check.pictures:
+                    assert figure.set_state(**state), (state, figure.message)
+                    check.check_shown(state)
+            assert len(set(check.pictures.values())) == len(states), \
+                "二つの状態が同じ図になっています"
     figure.set_state(**figure.default_state)
-
-
-def test_live_update_matches_the_pure_render(figure):
-    for state in figure.states():
-        figure.set_state(**state)
-        pure = figure_to_png(render(figure.plot, **state))
-        # redrawing only the changed artists differs from a full draw at most where a
-        # redrawn artist now covers an axis spine
-        assert _differing_fraction(figure.image_png, pure) < 0.01, state
 
 
 def test_snapshot_is_the_default_state_and_deterministic(figure):
@@ -103,10 +123,26 @@ def test_mime_bundle_has_snapshot_stable_text_and_live_view(figure):
     assert figure.widget.model_id not in text
 
 
+def test_render_does_not_touch_pyplot(figure):
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
+    render(figure.plot, **figure.default_state)
+    assert plt.get_fignums() == before
+
+
 def test_the_same_widget_made_twice_prints_the_same_text():
     for make in WIDGETS.values():
         assert make()._repr_mimebundle_()[0]["text/plain"] == \
             make()._repr_mimebundle_()[0]["text/plain"]
+
+
+def test_register_widget_only_marks_the_factory():
+    @register_widget("試験")
+    def make():
+        raise AssertionError("registration must not call the factory")
+
+    assert "試験" not in WIDGETS and callable(make)
 
 
 def test_live_hint_names_binder_and_colab():
@@ -160,33 +196,3 @@ def test_control_values_lists_each_discrete_domain():
         0.0, 0.25, 0.5, 0.75, 1.0)
     with pytest.raises(ValueError, match="離散の値域がありません"):
         control_values(widgets.Text(value="a"))
-
-
-def test_without_scaling_the_largest_weight_grows_with_d_k_and_with_scaling_it_does_not():
-    for n_keys in SHARPNESS_N_KEYS:
-        raw = [sharpness_samples(d, False, n_keys)[1].mean() for d in SHARPNESS_D_K]
-        scaled = [sharpness_samples(d, True, n_keys)[1].mean() for d in SHARPNESS_D_K]
-        assert np.all(np.diff(raw) > 0), n_keys
-        assert raw[-1] > 0.85, n_keys
-        assert np.ptp(scaled) < 0.05, n_keys
-
-
-def test_sharpness_weights_are_softmax_rows():
-    one, largest = sharpness_samples(64, True, 16)
-    assert one.shape == (16,) and np.isclose(one.sum(), 1.0)
-    assert np.all((largest >= 1 / 16 - 1e-12) & (largest <= 1.0))
-
-
-@pytest.mark.parametrize("bad", [{"d_k": 5}, {"n_keys": 3}])
-def test_sharpness_rejects_values_outside_the_domain(bad):
-    args = {"d_k": 64, "scaled": True, "n_keys": 16, **bad}
-    with pytest.raises(ValueError, match=f"{next(iter(bad))}="):
-        sharpness_samples(**args)
-
-
-def test_render_does_not_touch_pyplot():
-    import matplotlib.pyplot as plt
-
-    before = plt.get_fignums()
-    render(softmax_sharpness_plot, d_k=4, scaled=True, n_keys=4)
-    assert plt.get_fignums() == before

@@ -1,41 +1,143 @@
-"""Figures of the course: Japanese fonts and attention heatmaps.
+"""Presentation base: the Japanese font, the shared palette, figure helpers, heatmaps.
 
-Plotting functions take an optional ``ax``, return the axes they drew on, and never call
-``plt.show()``.
+Every figure of the course (pyplot figures in the notebooks, the live figures of
+:mod:`attnlab.widgets`) draws Japanese text with IPAexGothic and takes its colours from
+the Okabe–Ito palette below. Plotting functions take an optional ``ax``, return the axes
+they drew on, and never call ``plt.show()``.
 """
 
-from collections.abc import Sequence
+import functools
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image
+
+#: The Okabe–Ito palette, distinguishable with every common colour-vision deficiency.
+#: A condition keeps its colour across the figures of a chapter (e.g. vermillion =
+#: without, blue = with).
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "bluish_green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish_purple": "#CC79A7",
+}
+BLACK = OKABE_ITO["black"]
+ORANGE = OKABE_ITO["orange"]
+SKY_BLUE = OKABE_ITO["sky_blue"]
+BLUISH_GREEN = OKABE_ITO["bluish_green"]
+YELLOW = OKABE_ITO["yellow"]
+BLUE = OKABE_ITO["blue"]
+VERMILLION = OKABE_ITO["vermillion"]
+REDDISH_PURPLE = OKABE_ITO["reddish_purple"]
+#: Neutral grey for reference lines (a uniform weight, a baseline), never a condition.
+GREY = "#999999"
+
+#: The font every figure uses (shipped with ``matplotlib-fontja``).
+JAPANESE_FONT = "IPAexGothic"
 
 #: Sequential colour map used for every attention weight map (perceptually uniform and
 #: readable with colour-vision deficiencies).
 WEIGHT_CMAP = "viridis"
 
 
+@functools.cache
+def _register_font() -> None:
+    """Add IPAexGothic to matplotlib's fonts and make it the default family, once."""
+    import matplotlib_fontja
+
+    matplotlib_fontja.japanize()
+
+
 def use_japanese_font() -> str:
-    """Configure matplotlib to draw Japanese text; the one place that does so.
+    """Set matplotlib's defaults for the course's pyplot figures: Japanese text, 100 dpi.
 
     Registers the IPAexGothic font shipped with ``matplotlib-fontja`` and makes it the
     default family, so titles and labels in Japanese render without missing-glyph
-    warnings. Calling it again is harmless.
+    warnings; sets the default figure size and resolution. A notebook calls it once in
+    its setup cell; calling it again is harmless.
 
     Returns
     -------
     str
         The font family now in use.
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
-    import matplotlib_fontja  # noqa: F401  (importing registers IPAexGothic)
-
-    matplotlib_fontja.japanize()
+    _register_font()
+    mpl.rcParams["font.family"] = [JAPANESE_FONT]
     mpl.rcParams["figure.dpi"] = 100
     mpl.rcParams["savefig.dpi"] = 100
     mpl.rcParams["figure.figsize"] = (6.4, 4.0)
     return mpl.rcParams["font.family"][0]
+
+
+def new_figure(
+    figsize: tuple[float, float],
+    ncols: int = 1,
+    *,
+    margins: Mapping[str, float] | None = None,
+) -> tuple[Figure, Any]:
+    """A fresh Figure (not managed by ``pyplot``) with Japanese text and ``ncols`` axes.
+
+    The layout is fixed (``margins``, passed to ``Figure.subplots_adjust``), not
+    recomputed on every draw: a live figure's updates stay fast and its axes do not jump.
+    Only the figure's own size and resolution are set; matplotlib's global defaults are
+    left as they are.
+
+    Parameters
+    ----------
+    figsize : tuple of float
+        Width and height in inches (100 dpi).
+    ncols : int
+        Number of side-by-side axes.
+    margins : mapping, optional
+        ``left, right, bottom, top, wspace`` as fractions of the figure.
+
+    Returns
+    -------
+    fig : Figure
+    axes : Axes, or an array of Axes if ``ncols > 1``
+
+    Taught in chapter 01.
+    """
+    _register_font()
+    fig = Figure(figsize=figsize, dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols)
+    fig.subplots_adjust(**{"left": 0.08, "right": 0.98, "bottom": 0.15, "top": 0.85,
+                           "wspace": 0.25, **(margins or {})})
+    return fig, axes
+
+
+def canvas_to_png(canvas: FigureCanvasAgg) -> bytes:
+    """PNG bytes of what ``canvas`` holds now, without drawing it again.
+
+    Taught in chapter 01.
+    """
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
+    buffer = io.BytesIO()
+    image.save(buffer, format="png", compress_level=1)
+    return buffer.getvalue()
+
+
+def figure_to_png(fig: Figure) -> bytes:
+    """Draw ``fig`` and return PNG bytes; the same figure always gives the same bytes.
+
+    Taught in chapter 01.
+    """
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas_to_png(canvas)
 
 
 def plot_attention(
@@ -69,7 +171,7 @@ def plot_attention(
     -------
     matplotlib Axes
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
     weights = np.asarray(weights)
     if weights.ndim != 2:
@@ -93,7 +195,7 @@ def plot_attention(
                 if mask is not None and not mask[i][j]:
                     continue
                 value = weights[i, j]
-                colour = "black" if value > 0.6 else "white"
+                colour = BLACK if value > 0.6 else "white"
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center",
                         color=colour, fontsize=8)
     ax.set_xticks(range(n_k), key_labels)

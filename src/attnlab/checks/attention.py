@@ -1,42 +1,13 @@
-"""Self-checks for the implementation exercises.
-
-A check takes the student's function, runs it on cases the student does not see,
-compares with the reference in ``attnlab`` and prints a short Japanese verdict:
-
-- 【正解】 and ``True`` when every case matches;
-- 【未実装】 and ``False`` when the function raises ``NotImplementedError`` (the stub of
-  the student edition);
-- 【不正解】 and ``False`` with a diagnosis of the likely mistake otherwise.
-
-It never shows a traceback: exceptions raised by the student's code, ``None``, wrong
-shapes and dtypes are explained in one or two sentences.
+"""Chapter 01's self-check: ``my_attention(q, k, v, mask=None) -> (out, weights)``.
 
 The diagnosis is computed, not guessed from the code: the check builds what each typical
 mistake would return (with the reference functions) and says which one the answer
 matches.
-
-Writing a check for a later chapter::
-
-    @checker("位置エンコーディングが正しく計算できています。")
-    def check_positional(func) -> None:
-        pe = returned_array(call_student(func, 8, 16), "pe", (8, 16))
-        expected = sinusoidal_encoding(8, 16)
-        if not np.allclose(pe, expected):
-            raise Mistake("…の値が違います。…")
-
-``call_student`` runs the function on copies of the inputs with warnings silenced,
-turns ``NotImplementedError`` into 【未実装】 and any other exception into a
-``Raised`` value the check can diagnose (or pass to :func:`raised_message`);
-``Mistake`` ends the check with 【不正解】 and its message.
-
-Presentation layer: checks import numerics; numerics never import checks.
 """
 
 from __future__ import annotations
 
-import functools
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 from typing import Any
@@ -44,125 +15,15 @@ from typing import Any
 import numpy as np
 
 from attnlab.attention import scaled_dot_product_attention, softmax
+from attnlab.checks.core import (
+    Mistake,
+    Raised,
+    call_student,
+    checker,
+    raised_message,
+    returned_array,
+)
 
-
-class Mistake(Exception):
-    """The answer is wrong; the message is the Japanese diagnosis shown to the student."""
-
-
-class Unimplemented(Exception):
-    """The student's function raised ``NotImplementedError``."""
-
-
-@dataclass(frozen=True)
-class Raised:
-    """The student's function raised ``error`` (any exception but NotImplementedError)."""
-
-    error: Exception
-
-
-def _describe_error(error: Exception, limit: int = 80) -> str:
-    """``Type: first line of the message`` (shortened), never a traceback."""
-    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    if len(message) > limit:
-        message = message[: limit - 1] + "…"
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
-
-
-def raised_message(raised: Raised, case: str) -> str:
-    """Japanese sentence saying which exception the student's code raised, on which case."""
-    return f"{case}で例外 {_describe_error(raised.error)} が発生しました。"
-
-
-def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
-    """Call the student's ``func`` safely.
-
-    Arrays are passed as copies (so the check's inputs stay intact), numpy and Python
-    warnings are silenced (they would print into the notebook), ``NotImplementedError``
-    becomes :class:`Unimplemented`, and any other exception is returned as
-    :class:`Raised` instead of propagating.
-
-    Taught in chapter 01 (アテンションの復習).
-    """
-    args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
-    kwargs = {
-        key: np.array(a, copy=True) if isinstance(a, np.ndarray) else a
-        for key, a in kwargs.items()
-    }
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            return func(*args, **kwargs)
-        except NotImplementedError as err:
-            raise Unimplemented(str(err)) from None
-        except Exception as err:  # any error of the student's code is diagnosed
-            return Raised(err)
-
-
-def returned_array(value: Any, name: str, shape: Sequence[int]) -> np.ndarray:
-    """``value`` as a floating array of ``shape``, or a :class:`Mistake` saying what is wrong.
-
-    Taught in chapter 01 (アテンションの復習).
-    """
-    if value is None:
-        raise Mistake(f"{name} が None です。return を書き忘れていませんか。")
-    try:
-        array = np.asarray(value)
-    except Exception:  # an object numpy cannot convert
-        raise Mistake(f"{name} を配列に変換できません（型 {type(value).__name__}）。") from None
-    if array.dtype == object or not np.issubdtype(array.dtype, np.number):
-        raise Mistake(f"{name} が数値の配列ではありません（dtype={array.dtype}）。")
-    if array.shape != tuple(shape):
-        raise Mistake(f"{name} の形が {array.shape} です。期待する形は {tuple(shape)} です。")
-    if not np.issubdtype(array.dtype, np.floating):
-        raise Mistake(
-            f"{name} の dtype が {array.dtype} です。重みや平均は小数になるので、"
-            "浮動小数点の配列を返してください（整数への丸めや astype(int) をしていませんか）。"
-        )
-    return array
-
-
-def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Callable], bool]]:
-    """Turn ``body(func)`` into a check that prints a verdict and returns True/False.
-
-    ``body`` raises :class:`Mistake` to fail; :class:`Unimplemented` from
-    :func:`call_student` prints 【未実装】. Nothing else escapes: an unexpected error in
-    the check itself is reported in one line, without a traceback.
-
-    Taught in chapter 01 (アテンションの復習).
-    """
-
-    def decorate(body: Callable[[Callable], None]) -> Callable[[Callable], bool]:
-        @functools.wraps(body)
-        def check(func: Callable) -> bool:
-            name = getattr(func, "__name__", "関数")
-            if not callable(func):
-                print(f"【不正解】関数を渡してください（渡されたのは {type(func).__name__}）。")
-                return False
-            try:
-                body(func)
-            except Unimplemented:
-                print(f"【未実装】{name} はまだ実装されていません。"
-                      "NotImplementedError の行を消して、関数を書いてください。")
-                return False
-            except Mistake as mistake:
-                print(f"【不正解】{name}: {mistake}")
-                return False
-            except Exception as err:  # a bug of the check must not show a traceback either
-                print(f"【不正解】{name} を確かめる途中で問題が起きました"
-                      f"（{_describe_error(err)}）。返り値の形と型を確かめてください。")
-                return False
-            print(f"【正解】{name}: {success}")
-            return True
-
-        return check
-
-    return decorate
-
-
-# --- chapter 01: my_attention(q, k, v, mask=None) -> (out, weights) -----------------------
-
-_SCALES = {"√d_k": "sqrt", "1": "none", "d_k": "d"}
 _MASK_MODES = ("right", "ignored", "zero", "inverted", "after_softmax")
 
 _DIAGNOSES = {
@@ -350,7 +211,7 @@ def check_attention(func: Callable) -> None:
     bool
         True if every hidden case matches.
 
-    Taught in chapter 01 (アテンションの復習).
+    Taught in chapter 01.
     """
     for case in _attention_cases():
         inputs = (case.q, case.k, case.v)

@@ -1,0 +1,156 @@
+"""The machinery of the self-checks: run the student's function safely, print a verdict.
+
+A check, made with :func:`checker`, takes the student's function, runs it on cases the
+student does not see, compares with the reference in ``attnlab`` and prints one Japanese
+line:
+
+- 【正解】 and ``True`` when every case matches;
+- 【未実装】 and ``False`` when the function raises ``NotImplementedError`` (the stub of
+  the student edition);
+- 【不正解】 and ``False`` with a diagnosis of the likely mistake otherwise.
+
+It never shows a traceback: exceptions raised by the student's code, ``None``, wrong
+shapes and dtypes are explained in one or two sentences.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Attribute that :func:`checker` sets on a check (its name), so ``attnlab.checks`` can
+#: collect it.
+CHECK_ATTRIBUTE = "attnlab_check"
+
+
+class Mistake(Exception):
+    """The answer is wrong; the message is the Japanese diagnosis shown to the student.
+
+    Taught in chapter 01.
+    """
+
+
+class Unimplemented(Exception):
+    """The student's function raised ``NotImplementedError``.
+
+    Taught in chapter 01.
+    """
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The student's function raised ``error`` (any exception but NotImplementedError).
+
+    Taught in chapter 01.
+    """
+
+    error: Exception
+
+
+def _describe_error(error: Exception, limit: int = 80) -> str:
+    """``Type: first line of the message`` (shortened), never a traceback."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if len(message) > limit:
+        message = message[: limit - 1] + "…"
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def raised_message(raised: Raised, case: str) -> str:
+    """Japanese sentence saying which exception the student's code raised, on which case.
+
+    Taught in chapter 01.
+    """
+    return f"{case}で例外 {_describe_error(raised.error)} が発生しました。"
+
+
+def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Call the student's ``func`` safely.
+
+    Arrays are passed as copies (so the check's inputs stay intact), numpy and Python
+    warnings are silenced (they would print into the notebook), ``NotImplementedError``
+    becomes :class:`Unimplemented`, and any other exception is returned as
+    :class:`Raised` instead of propagating.
+
+    Taught in chapter 01.
+    """
+    args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
+    kwargs = {
+        key: np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+        for key, a in kwargs.items()
+    }
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return func(*args, **kwargs)
+        except NotImplementedError as err:
+            raise Unimplemented(str(err)) from None
+        except Exception as err:  # any error of the student's code is diagnosed
+            return Raised(err)
+
+
+def returned_array(value: Any, name: str, shape: Sequence[int]) -> np.ndarray:
+    """``value`` as a floating array of ``shape``, or a :class:`Mistake` saying what is wrong.
+
+    Taught in chapter 01.
+    """
+    if value is None:
+        raise Mistake(f"{name} が None です。return を書き忘れていませんか。")
+    try:
+        array = np.asarray(value)
+    except Exception:  # an object numpy cannot convert
+        raise Mistake(f"{name} を配列に変換できません（型 {type(value).__name__}）。") from None
+    if array.dtype == object or not np.issubdtype(array.dtype, np.number):
+        raise Mistake(f"{name} が数値の配列ではありません（dtype={array.dtype}）。")
+    if array.shape != tuple(shape):
+        raise Mistake(f"{name} の形が {array.shape} です。期待する形は {tuple(shape)} です。")
+    if not np.issubdtype(array.dtype, np.floating):
+        raise Mistake(
+            f"{name} の dtype が {array.dtype} です。重みや平均は小数になるので、"
+            "浮動小数点の配列を返してください（整数への丸めや astype(int) をしていませんか）。"
+        )
+    return array
+
+
+def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Callable], bool]]:
+    """Turn ``body(func)`` into a check that prints a verdict and returns True/False.
+
+    ``body`` raises :class:`Mistake` to fail; :class:`Unimplemented` from
+    :func:`call_student` prints 【未実装】. Nothing else escapes: an unexpected error in
+    the check itself is reported in one line, without a traceback. ``attnlab.checks``
+    collects every check made with it in a topic module.
+
+    Taught in chapter 01.
+    """
+
+    def decorate(body: Callable[[Callable], None]) -> Callable[[Callable], bool]:
+        @functools.wraps(body)
+        def check(func: Callable) -> bool:
+            name = getattr(func, "__name__", "関数")
+            if not callable(func):
+                print(f"【不正解】関数を渡してください（渡されたのは {type(func).__name__}）。")
+                return False
+            try:
+                body(func)
+            except Unimplemented:
+                print(f"【未実装】{name} はまだ実装されていません。"
+                      "NotImplementedError の行を消して、関数を書いてください。")
+                return False
+            except Mistake as mistake:
+                print(f"【不正解】{name}: {mistake}")
+                return False
+            except Exception as err:  # a bug of the check must not show a traceback either
+                print(f"【不正解】{name} を確かめる途中で問題が起きました"
+                      f"（{_describe_error(err)}）。返り値の形と型を確かめてください。")
+                return False
+            print(f"【正解】{name}: {success}")
+            return True
+
+        setattr(check, CHECK_ATTRIBUTE, check.__name__)
+        return check
+
+    return decorate

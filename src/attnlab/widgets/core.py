@@ -1,0 +1,316 @@
+"""The machinery of live figures: ipywidgets controls wired to a pure plot.
+
+A live figure has two parts:
+
+- a **plot**: a function ``plot() -> (fig, update)`` that builds a
+  ``matplotlib.figure.Figure`` with its axes, labels and empty artists, and returns it
+  with ``update(**state)``, which sets the artists' data for one state of the controls.
+  ``update`` may return the artists it changes: if it does, and they are always the
+  same, a live update redraws only them over a cached picture of everything else (the
+  axes, ticks and labels must then not depend on the state); if it returns ``None``,
+  every update redraws the whole figure. It uses no ``pyplot`` and no randomness except
+  a fixed seed inside, so :func:`render` ``(plot, **state)`` is a pure function of the
+  state, tested without a kernel;
+- the **controls**: core ipywidgets (sliders, toggle buttons, dropdowns), each with a
+  small discrete domain, whose names are the keyword arguments of ``update``.
+
+:func:`interactive_figure` wires them: every change of a control calls ``update`` and
+redraws the one figure into an ``ipywidgets.Image``. Only core ipywidgets are used, so
+the figure is live in JupyterLab, Notebook 7, Binder and Colab (ipywidgets 7.6+ and 8).
+An exception in ``update`` never reaches the reader: a Japanese message line says what
+failed and the last picture stays. Where there is no kernel (the book, a notebook opened
+without running) the figure is its ``image/png`` snapshot of the default state.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+
+from attnlab.plotting import VERMILLION, canvas_to_png, figure_to_png
+
+#: The line every widget caption ends with, in the book where no kernel runs.
+LIVE_HINT = (
+    "（この図は既定の状態の画像です。ページ上部のロケットのボタンから Binder か Colab で"
+    "開いてセルを実行すると、操作して動かせます。）"
+)
+
+#: Key put in the output metadata of a live figure, so tests can find widget outputs.
+OUTPUT_MARKER = "attnlab_widget"
+
+#: ``plot() -> (fig, update)``: see the module docstring.
+Plot = Callable[[], tuple[Figure, Callable[..., Any]]]
+
+#: Attribute that :func:`register_widget` sets on a factory: the figure's registry name.
+WIDGET_NAME_ATTRIBUTE = "attnlab_widget_name"
+
+_Factory = TypeVar("_Factory", bound=Callable[[], "InteractiveFigure"])
+
+
+def register_widget(name: str) -> Callable[[_Factory], _Factory]:
+    """Mark a live figure's factory so that :data:`attnlab.widgets.WIDGETS` lists it.
+
+    ``attnlab.widgets`` imports every module of the package and collects the marked
+    factories defined there: the tests render each, ``benchmarks/widget_render.py``
+    times each, and the factory is importable as ``attnlab.widgets.<function name>``.
+
+    Parameters
+    ----------
+    name : str
+        Short registry name, unique across the package, e.g. ``"softmax_sharpness"``.
+
+    Taught in chapter 01.
+    """
+
+    def mark(factory: _Factory) -> _Factory:
+        setattr(factory, WIDGET_NAME_ATTRIBUTE, name)
+        return factory
+
+    return mark
+
+
+def render(plot: Plot, **state: Any) -> Figure:
+    """The figure of ``plot`` for one state: a pure function of the state.
+
+    Parameters
+    ----------
+    plot : callable
+        ``plot() -> (fig, update)``.
+    **state
+        Keyword arguments for ``update``.
+
+    Returns
+    -------
+    Figure
+
+    Taught in chapter 01.
+    """
+    fig, update = plot()
+    update(**state)
+    return fig
+
+
+def control_values(control: widgets.Widget) -> tuple:
+    """Every value a control can take (its discrete domain).
+
+    Selection widgets give their option values, a bool-valued control gives
+    ``(False, True)``, an int or float slider gives ``min, min + step, …, max``.
+
+    Raises
+    ------
+    ValueError
+        For a control without a finite discrete domain.
+
+    Taught in chapter 01.
+    """
+    if hasattr(control, "options"):
+        options = control.options
+        if isinstance(options, Mapping):
+            return tuple(options.values())
+        return tuple(
+            item[1] if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+            else item
+            for item in options
+        )
+    if isinstance(getattr(control, "value", None), bool):
+        return (False, True)
+    if all(hasattr(control, name) for name in ("min", "max", "step")):
+        low, high, step = control.min, control.max, control.step
+        if step and step > 0:
+            if isinstance(control.value, int):
+                return tuple(range(low, high + 1, step))
+            count = int(round((high - low) / step)) + 1
+            return tuple(float(low + i * step) for i in range(count))
+    raise ValueError(
+        f"コントロール {type(control).__name__} には離散の値域がありません: "
+        "options を持つウィジェットか、step のあるスライダーを使ってください"
+    )
+
+
+class _Blitter:
+    """Redraw only the artists an update changes, over a cached background."""
+
+    def __init__(self, fig: Figure, artists) -> None:
+        self.fig = fig
+        self.artists = sorted(artists, key=lambda artist: artist.get_zorder())
+        self.ids = {id(artist) for artist in self.artists}
+        for artist in self.artists:
+            artist.set_animated(True)  # left out of a full draw
+        fig.canvas.draw()
+        self.background = fig.canvas.copy_from_bbox(fig.bbox)
+        for artist in self.artists:
+            artist.set_animated(False)  # the snapshot and render() draw everything
+
+    def covers(self, changed) -> bool:
+        return changed is not None and {id(artist) for artist in changed} <= self.ids
+
+    def png(self) -> bytes:
+        canvas = self.fig.canvas
+        canvas.restore_region(self.background)
+        for artist in self.artists:
+            artist.set_animated(True)
+            self.fig.draw_artist(artist)
+            artist.set_animated(False)
+        return canvas_to_png(canvas)
+
+
+class InteractiveFigure:
+    """Controls wired to a plot, shown live in Jupyter and as a PNG elsewhere.
+
+    Its mime bundle holds the live widget view, an ``image/png`` snapshot of the default
+    state and a fixed ``text/plain`` line (no object ids, so nbval can compare it).
+
+    Attributes
+    ----------
+    plot : callable
+        ``plot() -> (fig, update)``.
+    controls : dict of str to ipywidgets.Widget
+        The controls, by the name of the ``update`` argument they set.
+    title : str
+        Short Japanese name of the figure, used in the text representation.
+    default_state : dict
+        The controls' values when the figure was made.
+    snapshot : bytes
+        PNG of the default state: what the book shows.
+    widget : ipywidgets.VBox
+        The controls above the rendered image, and a message line.
+
+    Taught in chapter 01.
+    """
+
+    def __init__(
+        self, plot: Plot, controls: Mapping[str, widgets.Widget], title: str
+    ) -> None:
+        self.plot = plot
+        self.controls = dict(controls)
+        self.title = title
+        self._fig, self._update = plot()
+        parameters = inspect.signature(self._update).parameters
+        for name in self.controls:
+            if name not in parameters:
+                raise ValueError(
+                    f"controls のキー {name!r} は update の引数にありません: "
+                    f"update の引数は {list(parameters)} です"
+                )
+        self._silent = False
+        for control in self.controls.values():
+            if hasattr(control, "style") and hasattr(control.style, "description_width"):
+                control.style.description_width = "initial"
+            control.observe(self._on_change, names="value")
+        self.default_state = self.state()
+        changed = self._update(**self.default_state)
+        self.snapshot = figure_to_png(self._fig)
+        self._blit = _Blitter(self._fig, changed) if changed is not None else None
+        self._image = widgets.Image(value=self.snapshot, format="png")
+        self._message = widgets.HTML(value="")
+        self.widget = widgets.VBox([
+            widgets.HBox(list(self.controls.values()),
+                         layout=widgets.Layout(flex_flow="row wrap")),
+            self._image,
+            self._message,
+        ])
+
+    def __repr__(self) -> str:
+        return f"ライブ図「{self.title}」（操作: {', '.join(self.controls)}）"
+
+    def state(self) -> dict[str, Any]:
+        """The current value of every control, by name."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def states(self) -> Iterator[dict[str, Any]]:
+        """Every combination of the controls' discrete domains."""
+        names = list(self.controls)
+        domains = [control_values(self.controls[name]) for name in names]
+        for values in itertools.product(*domains):
+            yield dict(zip(names, values, strict=True))
+
+    def refresh(self) -> bool:
+        """Draw the current state into the image; return whether it worked.
+
+        A failure never propagates: the message line says, in Japanese, what went wrong
+        and the previous picture stays.
+        """
+        try:
+            changed = self._update(**self.state())
+            if self._blit is not None and self._blit.covers(changed):
+                png = self._blit.png()
+            else:
+                png = figure_to_png(self._fig)
+        except Exception as err:  # a widget never shows a traceback
+            self._message.value = (
+                f"<span style='color:{VERMILLION}'>この組み合わせでは図を描けませんでした"
+                f"（{type(err).__name__}: {err}）</span>"
+            )
+            return False
+        self._image.value = png
+        self._message.value = ""
+        return True
+
+    def set_state(self, **values: Any) -> bool:
+        """Set several controls at once and redraw once; return whether it worked."""
+        unknown = [name for name in values if name not in self.controls]
+        if unknown:
+            raise ValueError(f"コントロール {unknown} はありません: {list(self.controls)}")
+        self._silent = True
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+        finally:
+            self._silent = False
+        return self.refresh()
+
+    @property
+    def image_png(self) -> bytes:
+        """The PNG bytes currently shown."""
+        return bytes(self._image.value)
+
+    @property
+    def message(self) -> str:
+        """The message line currently shown (empty when the last update worked)."""
+        return self._message.value
+
+    def _on_change(self, change: dict) -> None:
+        if not self._silent:
+            self.refresh()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        data = {
+            "text/plain": repr(self),
+            "image/png": base64.b64encode(self.snapshot).decode("ascii"),
+            "application/vnd.jupyter.widget-view+json": {
+                "version_major": 2,
+                "version_minor": 0,
+                "model_id": self.widget.model_id,
+            },
+        }
+        return data, {OUTPUT_MARKER: True}
+
+
+def interactive_figure(
+    plot: Plot, controls: Mapping[str, widgets.Widget], *, title: str
+) -> InteractiveFigure:
+    """Wire ``controls`` to ``plot``: a live figure.
+
+    Parameters
+    ----------
+    plot : callable
+        ``plot() -> (fig, update)``; ``update`` takes one keyword argument per control.
+    controls : mapping of str to ipywidgets.Widget
+        Control per ``update`` argument; each must have a finite discrete domain.
+    title : str
+        Short Japanese name of the figure.
+
+    Returns
+    -------
+    InteractiveFigure
+        Displayed live in Jupyter, as a PNG of the default state elsewhere.
+
+    Taught in chapter 01.
+    """
+    return InteractiveFigure(plot, controls, title)

@@ -108,7 +108,7 @@ def new_figure(
     fig : Figure
     axes : Axes, or an array of Axes if ``ncols > 1``
 
-    Taught in chapter 01.
+    Not taught: the figure every live figure draws on (CONTRIBUTING.md).
     """
     _register_font()
     fig = Figure(figsize=figsize, dpi=100)
@@ -122,7 +122,7 @@ def new_figure(
 def canvas_to_png(canvas: FigureCanvasAgg) -> bytes:
     """PNG bytes of what ``canvas`` holds now, without drawing it again.
 
-    Taught in chapter 01.
+    Not taught: how a live figure becomes a picture.
     """
     image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
     buffer = io.BytesIO()
@@ -133,7 +133,7 @@ def canvas_to_png(canvas: FigureCanvasAgg) -> bytes:
 def figure_to_png(fig: Figure) -> bytes:
     """Draw ``fig`` and return PNG bytes; the same figure always gives the same bytes.
 
-    Taught in chapter 01.
+    Not taught: how a live figure becomes a picture.
     """
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     canvas.draw()

@@ -31,14 +31,14 @@ CHECK_ATTRIBUTE = "attnlab_check"
 class Mistake(Exception):
     """The answer is wrong; the message is the Japanese diagnosis shown to the student.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
 
 
 class Unimplemented(Exception):
     """The student's function raised ``NotImplementedError``.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
 
 
@@ -46,7 +46,7 @@ class Unimplemented(Exception):
 class Raised:
     """The student's function raised ``error`` (any exception but NotImplementedError).
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
 
     error: Exception
@@ -63,7 +63,7 @@ def _describe_error(error: Exception, limit: int = 80) -> str:
 def raised_message(raised: Raised, case: str) -> str:
     """Japanese sentence saying which exception the student's code raised, on which case.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
     return f"{case}で例外 {_describe_error(raised.error)} が発生しました。"
 
@@ -76,7 +76,7 @@ def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
     becomes :class:`Unimplemented`, and any other exception is returned as
     :class:`Raised` instead of propagating.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
     args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
     kwargs = {
@@ -96,7 +96,7 @@ def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
 def returned_array(value: Any, name: str, shape: Sequence[int]) -> np.ndarray:
     """``value`` as a floating array of ``shape``, or a :class:`Mistake` saying what is wrong.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
     if value is None:
         raise Mistake(f"{name} が None です。return を書き忘れていませんか。")
@@ -124,7 +124,7 @@ def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Ca
     the check itself is reported in one line, without a traceback. ``attnlab.checks``
     collects every check made with it in a topic module.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
 
     def decorate(body: Callable[[Callable], None]) -> Callable[[Callable], bool]:

@@ -65,7 +65,7 @@ def register_widget(name: str) -> Callable[[_Factory], _Factory]:
     name : str
         Short registry name, unique across the package, e.g. ``"softmax_sharpness"``.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
     """
 
     def mark(factory: _Factory) -> _Factory:
@@ -89,7 +89,7 @@ def render(plot: Plot, **state: Any) -> Figure:
     -------
     Figure
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
     """
     fig, update = plot()
     update(**state)
@@ -107,7 +107,7 @@ def control_values(control: widgets.Widget) -> tuple:
     ValueError
         For a control without a finite discrete domain.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
     """
     if hasattr(control, "options"):
         options = control.options
@@ -181,7 +181,7 @@ class InteractiveFigure:
     widget : ipywidgets.VBox
         The controls above the rendered image, and a message line.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
     """
 
     def __init__(
@@ -311,6 +311,6 @@ def interactive_figure(
     InteractiveFigure
         Displayed live in Jupyter, as a PNG of the default state elsewhere.
 
-    Taught in chapter 01.
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
     """
     return InteractiveFigure(plot, controls, title)

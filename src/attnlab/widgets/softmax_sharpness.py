@@ -30,7 +30,7 @@ def softmax_sharpness_plot() -> tuple[Figure, Callable[..., list]]:
     update : callable
         ``update(d_k=256, scaled=False, n_keys=16)`` draws that state.
 
-    Taught in chapter 01.
+    Not taught: the picture of :func:`softmax_sharpness_widget`.
     """
     fig, (ax_one, ax_max) = new_figure(
         (9.0, 3.4), ncols=2, margins={"left": 0.07, "bottom": 0.16, "top": 0.8})

@@ -177,9 +177,12 @@ class ExercisePreprocessor(Preprocessor):
                 if names & EXERCISE_NAMES:
                     cell.source = plain_exercise_fences(cell.source)
             cells.append(cell)
-            if names & {"exercise", "exercise-end"} and any(
-                    e.kind == "考える" for e in parse_exercises("\n".join(task))):
-                cells.append(nbformat.v4.new_markdown_cell(ANSWER_CELL))
+            ends = names & {"exercise", "exercise-end"}
+            exercises = parse_exercises("\n".join(task)) if ends else []
+            if any(e.kind == "考える" for e in exercises):
+                # a fixed id (not nbformat's random one): the same chapter, the same file
+                cells.append(nbformat.v4.new_markdown_cell(
+                    ANSWER_CELL, id=f"answer-{exercises[-1].label}"))
         nb.cells = cells
         return nb, resources
 
@@ -191,7 +194,7 @@ class StudentNotePreprocessor(Preprocessor):
         nb.metadata = nbformat.NotebookNode(
             {key: nb.metadata[key] for key in ("kernelspec", "language_info") if key in nb.metadata}
         )
-        nb.cells.insert(0, nbformat.v4.new_markdown_cell(NOTE))
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(NOTE, id="student-note"))
         return nb, resources
 
 

@@ -239,3 +239,12 @@ def test_every_chapter_converts_without_leftovers(path):
     nb, _ = student_notebook(nbformat.read(path, as_version=4), path.name)
     assert leftovers(nb) == []
     assert not any("solution" in c.metadata.get("tags", []) for c in nb.cells)
+
+
+def test_the_same_chapter_gives_the_same_student_file(full):
+    """The cells the edition adds get fixed ids, so `make student` twice writes the same
+    bytes (an instructor can diff two editions)."""
+    first, _ = student_notebook(full, FIXTURE.name)
+    second, _ = student_notebook(full, FIXTURE.name)
+    assert nbformat.writes(first) == nbformat.writes(second)
+    assert first.cells[0].id == "student-note"

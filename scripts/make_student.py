@@ -182,7 +182,8 @@ class ExercisePreprocessor(Preprocessor):
             if any(e.kind == "考える" for e in exercises):
                 # a fixed id (not nbformat's random one): the same chapter, the same file
                 cells.append(nbformat.v4.new_markdown_cell(
-                    ANSWER_CELL, id=f"answer-{exercises[-1].label}"))
+                    ANSWER_CELL, id=re.sub(r"[^\w-]", "-", f"answer-{exercises[-1].label}",
+                                           flags=re.ASCII)))
         nb.cells = cells
         return nb, resources
 

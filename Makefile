@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
-        test-lab notebooks lab clean distclean
+        test-lab notebooks lab grade clean distclean
 
 help:
 	@echo "make book       本を _build/html に作る"
@@ -15,6 +15,7 @@ help:
 	@echo "make test-portable  全ノートブックを AVX2・AVX・AVX なしの CPU のレベルで照合し直す"
 	@echo "make test-browser  本をビルドし、全ページを headless Chromium で開いて確かめる"
 	@echo "make test-lab   JupyterLab でライブ図を実行し、headless Chromium で操作して図が動くか確かめる"
+	@echo "make grade SUBMISSIONS=フォルダー  提出されたノートブックを自己チェックで採点し、grades/ に表を書く"
 	@echo "make lab        JupyterLab で notebooks/ を開く"
 	@echo "make clean      生成物を消す（distclean は .venv も消す）"
 
@@ -56,6 +57,12 @@ build: warm
 student: $(STAMP)
 	$(BIN)/python -m scripts.make_student student
 
+# Grade a folder of submitted notebooks (any names, chapters mixed) with the self-checks:
+# grades/grades.csv, grades/grades.html and a summary here. The submissions are only read.
+grade: warm
+	@test -n "$(SUBMISSIONS)" || { echo "使い方: make grade SUBMISSIONS=提出物のフォルダー"; exit 2; }
+	$(BIN)/python -m scripts.grade "$(SUBMISSIONS)" --out grades
+
 # Build the student edition, prove no solution is left and run every notebook top to bottom.
 student-test: warm
 	$(BIN)/python -m scripts.make_student --test student
@@ -89,7 +96,7 @@ lab: warm
 	$(BIN)/jupyter lab notebooks
 
 clean:
-	rm -rf _build student screenshots .pytest_cache .ruff_cache .hypothesis
+	rm -rf _build student grades screenshots .pytest_cache .ruff_cache .hypothesis
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 
 distclean: clean

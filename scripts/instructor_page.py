@@ -1,13 +1,15 @@
 """The generated parts of the 講師向け page, read from the notebooks at build time.
 
 A local Sphinx extension (``_config.yml`` → ``sphinx.local_extensions``) that adds the
-directive ``course-table``; ``book/instructor.md`` uses it three times::
+directive ``course-table``; ``book/instructor.md`` uses it four times::
 
     ```{course-table} exercises
     ```
     ```{course-table} time
     ```
     ```{course-table} launch
+    ```
+    ```{course-table} grading
     ```
 
 - ``exercises``: per chapter (title = the notebook's first ``# `` heading), every exercise
@@ -16,6 +18,8 @@ directive ``course-table``; ``book/instructor.md`` uses it three times::
 - ``time``: the rule of the time estimate and, per chapter, reading time + exercise minutes.
 - ``launch``: the Binder and Colab URL patterns and each chapter's links, all derived from
   ``repository`` and ``launch_buttons`` in ``_config.yml``.
+- ``grading``: the exercises ``make grade`` grades (``scripts/grade.py``): per chapter, each
+  label with its self-check and the function it calls.
 
 Every notebook and ``_config.yml`` are recorded as dependencies of the page, so an
 incremental build regenerates it when a chapter changes.
@@ -198,7 +202,21 @@ def generate(part: str, root: Path = ROOT) -> str:
         return time_markdown(chs)
     if part == "launch":
         return launch_markdown(chs, launch_config(root))
-    raise ValueError(f"part={part!r} は exercises, time, launch のどれかです")
+    if part == "grading":
+        return grading_markdown(root)
+    raise ValueError(f"part={part!r} は exercises, time, launch, grading のどれかです")
+
+
+def grading_markdown(root: Path = ROOT) -> str:
+    """The columns of the grader's table: per chapter, each graded exercise and its check."""
+    from scripts.grade import read_chapters as grading_chapters
+
+    rows = ["| 章 | 練習問題 | 自己チェック | 学生が書く関数 |", "| --- | --- | --- | --- |"]
+    for ch in grading_chapters(root):
+        for task in ch.tasks:
+            rows.append(f"| {{doc}}`../notebooks/{ch.name}` | {task.label} | `{task.check}` "
+                        f"| `{task.function}` |")
+    return "\n".join(rows)
 
 
 def setup(app):
@@ -227,6 +245,6 @@ def setup(app):
 
 
 if __name__ == "__main__":
-    for name in ("exercises", "time", "launch"):
+    for name in ("exercises", "time", "launch", "grading"):
         print(f"<!-- {name} -->\n{generate(name)}\n")
     sys.exit(0)

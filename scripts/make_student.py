@@ -18,7 +18,8 @@ What a student notebook keeps and loses (nbconvert preprocessors, applied in thi
 3. ``TagRemovePreprocessor`` removes the cells marked in steps 1-2.
 4. ``ClearOutputPreprocessor`` clears outputs and execution counts.
 5. ``StudentNotePreprocessor`` keeps only the kernelspec and language of the notebook
-   metadata and puts a short note at the top.
+   metadata, records the chapter number (``attnlab.chapter``, for ``scripts/grade.py``) and
+   puts a short note at the top.
 """
 
 import re
@@ -52,6 +53,7 @@ NOTE = (
     "> 実装する前に実行すると、自己チェックは「未実装」と表示します。これはエラーではありません。"
 )
 NOTE_MARK = "**学生版**"
+CHAPTER_KEY = "attnlab"  # notebook metadata {"chapter": "01"}, read by scripts/grade.py
 
 
 def stub_solution_code(source: str, where: str = "") -> str | None:
@@ -195,6 +197,9 @@ class StudentNotePreprocessor(Preprocessor):
         nb.metadata = nbformat.NotebookNode(
             {key: nb.metadata[key] for key in ("kernelspec", "language_info") if key in nb.metadata}
         )
+        chapter = str(resources.get("name", ""))[:2]
+        if chapter.isdigit():  # the grader (scripts/grade.py) reads which chapter this is
+            nb.metadata[CHAPTER_KEY] = {"chapter": chapter}
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(NOTE, id="student-note"))
         return nb, resources
 

@@ -162,11 +162,12 @@ def test_outputs_and_execution_counts_are_cleared(full, student):
             assert cell.outputs == [] and cell.execution_count is None
 
 
-def test_metadata_keeps_the_kernelspec_and_drops_widget_state(full, student):
+def test_metadata_keeps_the_kernelspec_and_chapter_and_drops_widget_state(full, student):
     nb, _ = student
     assert "widgets" in full.metadata
     assert nb.metadata.kernelspec == full.metadata.kernelspec
-    assert set(nb.metadata) == {"kernelspec", "language_info"}
+    assert set(nb.metadata) == {"kernelspec", "language_info", "attnlab"}
+    assert nb.metadata.attnlab == {"chapter": "99"}  # which chapter, for scripts/grade.py
 
 
 def test_a_japanese_note_is_on_top(student):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from attnlab._registry import collect
 from attnlab.checks.core import (
     CHECK_ATTRIBUTE,
+    CheckResult,
     Mistake,
     Raised,
     Unimplemented,
@@ -23,6 +24,7 @@ from attnlab.checks.core import (
 
 __all__ = [
     "CHECKS",
+    "CheckResult",
     "Mistake",
     "Raised",
     "Unimplemented",

@@ -116,41 +116,102 @@ def returned_array(value: Any, name: str, shape: Sequence[int]) -> np.ndarray:
     return array
 
 
+#: The three verdicts a check can give.
+VERDICTS = ("正解", "不正解", "未実装")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What a check found, as data: the verdict and the one line the student reads.
+
+    ``verdict`` is one of :data:`VERDICTS`; ``message`` is the line without the verdict
+    (the diagnosis when 不正解). ``str(result)`` is the printed line, ``bool(result)``
+    whether the answer is right. The grader (``scripts/grade.py``) records these.
+
+    Not taught: machinery of the self-checks and the grader (CONTRIBUTING.md).
+    """
+
+    verdict: str
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "正解"
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        return f"【{self.verdict}】{self.message}"
+
+
 def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Callable], bool]]:
     """Turn ``body(func)`` into a check that prints a verdict and returns True/False.
 
     ``body`` raises :class:`Mistake` to fail; :class:`Unimplemented` from
-    :func:`call_student` prints 【未実装】. Nothing else escapes: an unexpected error in
-    the check itself is reported in one line, without a traceback. ``attnlab.checks``
-    collects every check made with it in a topic module.
+    :func:`call_student` gives 【未実装】. Nothing else escapes: an unexpected error in
+    the check itself is reported in one line, without a traceback. The check's
+    ``evaluate(func)`` returns the same verdict as a :class:`CheckResult` without
+    printing. ``attnlab.checks`` collects every check made with it in a topic module.
 
     Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
 
     def decorate(body: Callable[[Callable], None]) -> Callable[[Callable], bool]:
-        @functools.wraps(body)
-        def check(func: Callable) -> bool:
+        def evaluate(func: Callable) -> CheckResult:
             name = getattr(func, "__name__", "関数")
             if not callable(func):
-                print(f"【不正解】関数を渡してください（渡されたのは {type(func).__name__}）。")
-                return False
+                return CheckResult("不正解", "関数を渡してください"
+                                   f"（渡されたのは {type(func).__name__}）。")
             try:
                 body(func)
             except Unimplemented:
-                print(f"【未実装】{name} はまだ実装されていません。"
-                      "NotImplementedError の行を消して、関数を書いてください。")
-                return False
+                return CheckResult("未実装", f"{name} はまだ実装されていません。"
+                                   "NotImplementedError の行を消して、関数を書いてください。")
             except Mistake as mistake:
-                print(f"【不正解】{name}: {mistake}")
-                return False
+                return CheckResult("不正解", f"{name}: {mistake}")
             except Exception as err:  # a bug of the check must not show a traceback either
-                print(f"【不正解】{name} を確かめる途中で問題が起きました"
-                      f"（{_describe_error(err)}）。返り値の形と型を確かめてください。")
-                return False
-            print(f"【正解】{name}: {success}")
-            return True
+                return CheckResult("不正解", f"{name} を確かめる途中で問題が起きました"
+                                   f"（{_describe_error(err)}）。返り値の形と型を確かめてください。")
+            return CheckResult("正解", f"{name}: {success}")
 
+        @functools.wraps(body)
+        def check(func: Callable) -> bool:
+            result = evaluate(func)
+            print(result)
+            return result.passed
+
+        check.evaluate = evaluate
         setattr(check, CHECK_ATTRIBUTE, check.__name__)
         return check
 
     return decorate
+
+
+#: The line :func:`grade_in_namespace` prints before its JSON (the grader looks for it).
+GRADE_MARKER = "@@attnlab-grade@@"
+
+
+def grade_in_namespace(check_name: str, function_names: Sequence[str],
+                       namespace: dict, label: str = "") -> CheckResult | None:
+    """Run the self-check ``check_name`` on the first of ``function_names`` defined in
+    ``namespace`` (a notebook's globals) and print the result as one JSON line after
+    :data:`GRADE_MARKER`; None (and ``"found": false``) when no such function exists.
+
+    The grader runs this in the student's kernel after the student's cells. Nothing is
+    trusted from the namespace but the function: the check comes from ``attnlab``.
+
+    Not taught: machinery of the grader (scripts/grade.py).
+    """
+    import json
+
+    from attnlab import checks
+
+    check = checks.CHECKS[check_name]
+    found = next((n for n in function_names if n in namespace), None)
+    result = None if found is None else check.evaluate(namespace[found])
+    record = {"label": label, "check": check_name, "found": found is not None,
+              "function": found, "verdict": None if result is None else result.verdict,
+              "message": None if result is None else result.message}
+    print(GRADE_MARKER + json.dumps(record, ensure_ascii=False), flush=True)
+    return result

@@ -1,4 +1,5 @@
-# Every target sets itself up: a missing .venv is created and requirements.txt installed.
+# Every target sets itself up: a missing .venv is created and requirements-dev.txt installed
+# (requirements.txt, what readers and Binder need, plus what builds and tests the book).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -19,10 +20,10 @@ help:
 	@echo "make lab        JupyterLab で notebooks/ を開く"
 	@echo "make clean      生成物を消す（distclean は .venv も消す）"
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
 # The first matplotlib import builds the font cache and says so on stderr; do it here so

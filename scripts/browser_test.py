@@ -13,6 +13,9 @@ or ``$CHROMIUM``). Per page:
   ``$$``, ``\\(`` or ``\\[`` left in the page's text outside code;
 - as many ``div.tag_widget`` as the notebook has cells tagged ``widget``, each with a
   loaded ``<img>`` and a caption that names Binder and Colab in its output (``.cell_output``);
+- every control of every live figure (``div.attnlab-live``, see ``attnlab.live_book``) moved
+  through all its values (sliders with the keyboard): one image shows, it changes with the
+  state, and its file is the pure render of that state;
 - a full-page screenshot in ``screenshots/``.
 
 Then a Japanese search on ``search.html`` must list chapter 01 for each term of
@@ -183,7 +186,104 @@ class Router:
             route.fulfill(status=200, body="", content_type=mimetypes.guess_type(url)[0])
 
 
-def check_page(context, router: "Router", base: str, page: str) -> tuple[list[str], str]:
+# The state a live figure shows and the one visible image of it.
+LIVE_STATE_JS = """figure => {
+  const shown = [...figure.querySelectorAll("img.attnlab-live-state")]
+    .filter(img => getComputedStyle(img).display !== "none");
+  return {state: Number(figure.dataset.state), shown: shown.map(img => img.getAttribute("src")),
+          loaded: shown.every(img => img.naturalWidth > 0)};
+}"""
+
+
+class PureRenders:
+    """PNG of every state of every live figure, drawn here with the pure render."""
+
+    def __init__(self):
+        self.cache: dict[tuple[str, int], bytes] = {}
+        self.figures: dict[str, tuple] = {}
+
+    def png(self, name: str, number: int) -> bytes:
+        from attnlab.plotting import figure_to_png
+        from attnlab.widgets import WIDGETS
+        from attnlab.widgets.core import render
+
+        if name not in self.figures:
+            figure = WIDGETS[name]()
+            self.figures[name] = (figure, list(figure.states()))
+        if (name, number) not in self.cache:
+            figure, states = self.figures[name]
+            self.cache[name, number] = figure_to_png(render(figure.plot, **states[number]))
+        return self.cache[name, number]
+
+
+def _move_control(tab, control, kind: str, index: int) -> None:
+    """Set one HTML control of a live figure to its value number ``index``, as a reader does."""
+    if kind == "slider":  # the keyboard: Home, then one arrow key per step
+        handle = control.locator("input")
+        handle.focus()
+        tab.keyboard.press("Home")
+        for _ in range(index):
+            tab.keyboard.press("ArrowRight")
+    elif kind == "toggle":
+        control.locator("button").nth(index).click()
+    elif kind == "dropdown":
+        control.locator("select").select_option(str(index))
+    elif kind == "checkbox":
+        box = control.locator("input")
+        if box.is_checked() != bool(index):
+            box.click()
+
+
+def check_live_figures(tab, site: Path, page: str, renders: PureRenders) -> tuple[list[str], int]:
+    """Move every control of every live figure on the page through its values.
+
+    After each move exactly one image shows, it is loaded, it changed when the state did,
+    and its file is the pure render of the state the controls select. Returns the problems
+    and the number of moves.
+    """
+    problems, moves = [], 0
+    figures = tab.locator("div.attnlab-live")
+    for f in range(figures.count()):
+        figure = figures.nth(f)
+        name = figure.locator(".attnlab-live-controls").get_attribute("data-figure")
+        controls = figure.locator(".attnlab-live-control")
+        counts = [int(controls.nth(c).get_attribute("data-count"))
+                  for c in range(controls.count())]
+        defaults = [int(controls.nth(c).get_attribute("data-default"))
+                    for c in range(controls.count())]
+        where = f"ライブ図 {name}"
+        for c in range(controls.count()):
+            control = controls.nth(c)
+            kind = control.get_attribute("data-kind")
+            order = list(range(counts[c])) + [defaults[c]]  # every value, then back
+            previous = figure.evaluate(LIVE_STATE_JS)
+            for index in order:
+                _move_control(tab, control, kind, index)
+                moves += 1
+                shown = figure.evaluate(LIVE_STATE_JS)
+                indices = list(defaults)
+                indices[c] = index
+                number = 0
+                for count, i in zip(counts, indices, strict=True):
+                    number = number * count + i
+                label = f"{where}、{control.get_attribute('data-name')}={index}"
+                if shown["state"] != number:
+                    problems.append(f"{label}：状態 {shown['state']}（期待 {number}）")
+                if len(shown["shown"]) != 1 or not shown["loaded"]:
+                    problems.append(f"{label}：表示されている画像が {len(shown['shown'])} 枚")
+                    continue
+                if (number != previous["state"]) == (shown["shown"] == previous["shown"]):
+                    problems.append(f"{label}：状態と画像の変化が食い違います")
+                file = (site / page).parent / shown["shown"][0]
+                if file.resolve().read_bytes() != renders.png(name, number):
+                    problems.append(f"{label}：画像が純粋な描画と一致しません（{file.name}）")
+                previous = shown
+    return problems, moves
+
+
+def check_page(context, router: "Router", base: str, page: str,
+               site: Path | None = None, renders: "PureRenders | None" = None,
+               ) -> tuple[list[str], str]:
     problems: list[str] = []
     tab = context.new_page()
     def on_console(message):
@@ -224,11 +324,15 @@ def check_page(context, router: "Router", base: str, page: str) -> tuple[list[st
             if word not in widget["text"]:
                 problems.append(f"ウィジェット {number} の説明に {word} がありません")
 
+    live_problems, moves = ([], 0) if site is None else check_live_figures(
+        tab, site, page, renders or PureRenders())
+    problems += live_problems
+
     SCREENSHOTS.mkdir(exist_ok=True)
     tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}.png"), full_page=True)
     tab.close()
     summary = (f"画像 {images['count']}、数式 {math['count']}、ウィジェット {len(widgets)}、"
-               f"{time.perf_counter() - start:.1f} 秒")
+               f"ライブ図の操作 {moves} 回、{time.perf_counter() - start:.1f} 秒")
     return problems, summary
 
 
@@ -278,8 +382,9 @@ def main(site: Path) -> int:
             browser, context = japanese_context(playwright, Path(fonts_dir.name))
             context.route("**/*", router)
             pages = toc_pages()
+            renders = PureRenders()
             for page in pages:
-                problems, summary = check_page(context, router, base, page)
+                problems, summary = check_page(context, router, base, page, site, renders)
                 print(f"  {'OK' if not problems else '失敗'} {page}（{summary}）")
                 failed += [f"{page}: {p}" for p in problems]
                 failed_checks += bool(problems)

@@ -17,7 +17,7 @@ import attnlab
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-PRESENTATION = ("attnlab.plotting", "attnlab.widgets", "attnlab.checks")
+PRESENTATION = ("attnlab.plotting", "attnlab.widgets", "attnlab.checks", "attnlab.live_book")
 GUI_PACKAGES = ("matplotlib", "ipywidgets", "PIL", "IPython")
 CHAPTERS = range(1, 12)  # the eleven chapters of the course plan
 TAUGHT = re.compile(r"^Taught in chapter (\d\d)\.$")

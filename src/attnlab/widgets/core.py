@@ -25,6 +25,7 @@ without running) the figure is its ``image/png`` snapshot of the default state.
 from __future__ import annotations
 
 import base64
+import functools
 import inspect
 import itertools
 from collections.abc import Callable, Iterator, Mapping
@@ -35,11 +36,17 @@ from matplotlib.figure import Figure
 
 from attnlab.plotting import VERMILLION, canvas_to_png, figure_to_png
 
-#: The line every widget caption ends with, in the book where no kernel runs.
+#: The line every widget caption ends with: in the book the figure switches between
+#: pictures drawn when the book was built; with a kernel it is drawn live.
 LIVE_HINT = (
-    "（この図は既定の状態の画像です。ページ上部のロケットのボタンから Binder か Colab で"
-    "開いてセルを実行すると、操作して動かせます。）"
+    "（図の上のボタンやスライダーで、ページの上でも図を切り替えられます。その場で描き直すには、"
+    "ページ上部のロケットのボタンから Binder か Colab で開いてセルを実行します。）"
 )
+
+#: Mime type of the small JSON a live figure adds to its display: its registry name,
+#: controls and default state. The book's build (``attnlab.live_book``) renders every
+#: state from it; everything else ignores it and shows the PNG snapshot.
+LIVE_MIME = "application/vnd.attnlab.live-figure+json"
 
 #: Key put in the output metadata of a live figure, so tests can find widget outputs.
 OUTPUT_MARKER = "attnlab_widget"
@@ -69,8 +76,15 @@ def register_widget(name: str) -> Callable[[_Factory], _Factory]:
     """
 
     def mark(factory: _Factory) -> _Factory:
-        setattr(factory, WIDGET_NAME_ATTRIBUTE, name)
-        return factory
+        @functools.wraps(factory)
+        def make(*args, **kwargs):
+            figure = factory(*args, **kwargs)
+            if not args and not kwargs:  # the registry can make it again, state by state
+                figure.name = name
+            return figure
+
+        setattr(make, WIDGET_NAME_ATTRIBUTE, name)
+        return make  # type: ignore[return-value]
 
     return mark
 
@@ -133,6 +147,34 @@ def control_values(control: widgets.Widget) -> tuple:
     )
 
 
+def control_kind(control: widgets.Widget) -> str:
+    """The HTML control the book shows for ``control``: slider, toggle, dropdown or checkbox.
+
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    """
+    if isinstance(control, widgets.ToggleButtons | widgets.RadioButtons):
+        return "toggle"
+    if isinstance(control, widgets.Dropdown | widgets.Select):
+        return "dropdown"
+    if isinstance(getattr(control, "value", None), bool):
+        return "checkbox"
+    return "slider"
+
+
+def control_labels(control: widgets.Widget) -> tuple[str, ...]:
+    """The text shown for each value of ``control``, in the order of :func:`control_values`.
+
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    """
+    labels = getattr(control, "_options_labels", None)
+    if labels is not None:
+        return tuple(str(label) for label in labels)
+    values = control_values(control)
+    if isinstance(getattr(control, "value", None), bool):
+        return tuple("オン" if value else "オフ" for value in values)
+    return tuple(f"{value:g}" if isinstance(value, float) else str(value) for value in values)
+
+
 class _Blitter:
     """Redraw only the artists an update changes, over a cached background."""
 
@@ -190,6 +232,7 @@ class InteractiveFigure:
         self.plot = plot
         self.controls = dict(controls)
         self.title = title
+        self.name: str | None = None  # the registry name, set by a registered factory
         self._fig, self._update = plot()
         parameters = inspect.signature(self._update).parameters
         for name in self.controls:
@@ -279,6 +322,28 @@ class InteractiveFigure:
         if not self._silent:
             self.refresh()
 
+    def describe(self) -> dict[str, Any] | None:
+        """The figure as the book's build needs it (the JSON of :data:`LIVE_MIME`).
+
+        Its registry ``figure`` name and ``title``; per control, in order, its ``name``,
+        ``label`` (the description), ``kind`` (slider, toggle, dropdown or checkbox), the
+        ``labels`` of its values and the index of its current value. None for a figure made
+        other than by its registered factory without arguments (the build could not make
+        it again).
+        """
+        if self.name is None:
+            return None
+        return {
+            "figure": self.name,
+            "title": self.title,
+            "controls": [
+                {"name": name, "label": getattr(control, "description", "") or name,
+                 "kind": control_kind(control), "labels": list(control_labels(control)),
+                 "default": control_values(control).index(control.value)}
+                for name, control in self.controls.items()
+            ],
+        }
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {
             "text/plain": repr(self),
@@ -289,6 +354,9 @@ class InteractiveFigure:
                 "model_id": self.widget.model_id,
             },
         }
+        description = self.describe()
+        if description is not None:
+            data[LIVE_MIME] = description
         return data, {OUTPUT_MARKER: True}
 
 

@@ -1,0 +1,81 @@
+// Live figures in the published book (attnlab.live_book): every state of a figure was
+// drawn when the book was built; the controls show the image of the state they select.
+// The project's own script, no library and nothing from a CDN.
+(function () {
+  "use strict";
+
+  function setUp(figure) {
+    var controls = Array.prototype.slice.call(
+      figure.querySelectorAll(".attnlab-live-control"));
+    var images = figure.querySelectorAll("img.attnlab-live-state");
+    var counts = controls.map(function (c) { return Number(c.dataset.count); });
+    var state = controls.map(function (c) { return Number(c.dataset.default); });
+
+    function show() {
+      var number = 0;
+      for (var k = 0; k < counts.length; k++) number = number * counts[k] + state[k];
+      for (var i = 0; i < images.length; i++) {
+        images[i].classList.toggle("attnlab-live-hidden", i !== number);
+      }
+      figure.dataset.state = String(number);
+    }
+
+    controls.forEach(function (control, k) {
+      var kind = control.dataset.kind;
+      if (kind === "slider") {
+        var input = control.querySelector("input");
+        var output = control.querySelector("output");
+        var labels = JSON.parse(input.dataset.labels);
+        input.addEventListener("input", function () {
+          state[k] = Number(input.value);
+          output.textContent = labels[state[k]];
+          input.setAttribute("aria-valuetext", labels[state[k]]);
+          show();
+        });
+      } else if (kind === "toggle") {
+        var buttons = Array.prototype.slice.call(control.querySelectorAll("button"));
+        var choose = function (index) {
+          state[k] = index;
+          buttons.forEach(function (b, i) {
+            b.setAttribute("aria-pressed", i === index ? "true" : "false");
+          });
+          show();
+        };
+        buttons.forEach(function (button, i) {
+          button.addEventListener("click", function () { choose(i); });
+          button.addEventListener("keydown", function (event) {
+            var step = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 }[event.key];
+            if (!step) return;
+            event.preventDefault();
+            var next = (i + step + buttons.length) % buttons.length;
+            buttons[next].focus();
+            choose(next);
+          });
+        });
+      } else if (kind === "dropdown") {
+        var select = control.querySelector("select");
+        select.addEventListener("change", function () {
+          state[k] = Number(select.value);
+          show();
+        });
+      } else if (kind === "checkbox") {
+        var box = control.querySelector("input");
+        box.addEventListener("change", function () {
+          state[k] = box.checked ? 1 : 0;
+          show();
+        });
+      }
+    });
+    figure.classList.add("attnlab-live-ready");
+    show();
+  }
+
+  function setUpAll() {
+    document.querySelectorAll(".attnlab-live").forEach(setUp);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", setUpAll);
+  } else {
+    setUpAll();
+  }
+})();

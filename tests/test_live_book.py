@@ -1,0 +1,154 @@
+"""Live figures in the published book (attnlab.live_book): the JSON, the controls, the states."""
+
+import json
+from html.parser import HTMLParser
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+
+from attnlab import live_book
+from attnlab.widgets import WIDGETS, control_values
+from attnlab.widgets.core import LIVE_MIME, OUTPUT_MARKER
+from scripts.book import all_notebooks
+
+NAMES = sorted(WIDGETS)
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def figure(request):
+    return WIDGETS[request.param]()
+
+
+def test_every_registered_figure_describes_itself(figure):
+    description = figure.describe()
+    assert description["figure"] == figure.name and description["title"] == figure.title
+    assert [c["name"] for c in description["controls"]] == list(figure.controls)
+    for control, widget in zip(description["controls"], figure.controls.values(), strict=True):
+        values = control_values(widget)
+        assert len(control["labels"]) == len(values)
+        assert values[control["default"]] == widget.value
+        assert control["kind"] in ("slider", "toggle", "dropdown", "checkbox")
+        assert control["label"]
+    assert json.loads(json.dumps(description)) == description  # plain JSON
+    assert len(json.dumps(description, ensure_ascii=False).encode()) < 4096
+
+
+def test_the_display_carries_the_json_next_to_the_png(figure):
+    data, metadata = figure._repr_mimebundle_()
+    assert data[LIVE_MIME] == figure.describe() and "image/png" in data
+    assert metadata == {OUTPUT_MARKER: True}
+
+
+def test_a_figure_made_with_arguments_has_no_json():
+    factory = WIDGETS[NAMES[0]]
+    made = factory.__wrapped__()  # as if not made by the registered factory
+    assert made.describe() is None and LIVE_MIME not in made._repr_mimebundle_()[0]
+
+
+def test_states_are_in_page_order(figure):
+    description = figure.describe()
+    again, states = live_book.figure_states(description)
+    assert states == list(figure.states()) and len(states) <= live_book.MAX_STATES
+    counts = [len(c["labels"]) for c in description["controls"]]
+    for number, state in enumerate(states):
+        indices = live_book._indices(description, number)
+        assert all(0 <= i < n for i, n in zip(indices, counts, strict=True))
+        values = [control_values(again.controls[c["name"]])[i]
+                  for c, i in zip(description["controls"], indices, strict=True)]
+        assert list(state.values()) == values
+
+
+class _Controls(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.labels_for, self.ids = [], set(), set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag == "label":
+            self.labels_for.add(attrs.get("for"))
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+
+
+def test_controls_have_the_live_kinds_and_accessible_names(figure):
+    description = figure.describe()
+    parser = _Controls()
+    parser.feed(live_book.controls_html(description, "p"))
+    controls = [a for t, a in parser.tags
+                if "attnlab-live-control" in a.get("class", "").split()]
+    assert [a["data-kind"] for a in controls] == [c["kind"] for c in description["controls"]]
+    for tag, attrs in parser.tags:
+        if tag in ("input", "select"):  # every form control is named by a <label for=…>
+            assert attrs["id"] in parser.labels_for
+        if tag == "span" and attrs.get("role") == "group":
+            assert attrs["aria-labelledby"] in parser.ids
+    buttons = [a for t, a in parser.tags if t == "button"]
+    toggles = [c for c in description["controls"] if c["kind"] == "toggle"]
+    assert len(buttons) == sum(len(c["labels"]) for c in toggles)
+    assert sum(a["aria-pressed"] == "true" for a in buttons) == len(toggles)
+
+
+def test_too_many_states_fail_with_the_figures_name(monkeypatch):
+    def too_big():  # a stand-in figure: 21 × 11 = 231 states
+        return SimpleNamespace(controls={"a": None, "b": None}, title="大きな図",
+                               states=lambda: iter(range(21 * 11)))
+
+    monkeypatch.setitem(WIDGETS, "too_big", too_big)
+    description = {"figure": "too_big", "controls": [{"name": "a"}, {"name": "b"}]}
+    with pytest.raises(live_book.LiveFigureError, match="too_big.*231 個"):
+        live_book.figure_states(description)
+    with pytest.raises(live_book.LiveFigureError, match="WIDGETS にありません"):
+        live_book.figure_states({"figure": "missing", "controls": []})
+    changed = {"figure": "too_big", "controls": [{"name": "b"}, {"name": "a"}]}
+    with pytest.raises(live_book.LiveFigureError, match="make notebooks"):
+        live_book.figure_states(changed)
+
+
+def test_the_renderer_takes_only_its_mime_type_and_only_for_html():
+    renderer = live_book.LiveFigureRenderer
+    other = SimpleNamespace(mime_type="image/png", content="")
+    assert renderer.handle_mime(None, other, False) is None
+    assert {b for b, mime, p in renderer.mime_priority_overrides} == set(live_book.HTML_BUILDERS)
+    assert all(mime == LIVE_MIME and p < 50 for b, mime, p in renderer.mime_priority_overrides)
+
+
+def test_the_renderer_returns_one_image_per_state_and_controls():
+    written = {}
+
+    class Renderer:
+        document = {"source": "test"}
+
+        def write_file(self, path, content, overwrite=False, exists_ok=False):
+            written[path[0]] = content
+            return f"_images/{path[0]}"
+
+    description = WIDGETS[NAMES[0]]().describe()
+    data = SimpleNamespace(mime_type=LIVE_MIME, content=description, cell_index=3,
+                           output_index=0)
+    (container,) = live_book.LiveFigureRenderer.handle_mime(Renderer(), data, False)
+    raw, images = container.children
+    assert "attnlab-live-3-0-c0" in raw.astext()
+    states = list(WIDGETS[NAMES[0]]().states())
+    assert len(images.children) == len(states)
+    shown = [img for img in images.children if live_book.HIDDEN_CLASS not in img["classes"]]
+    assert len(shown) == 1 and all(img["alt"].startswith(description["title"])
+                                   for img in images.children)
+    assert len(written) == len(states)  # every state a different picture
+
+
+def test_committed_notebooks_store_one_png_per_live_figure():
+    """The states are drawn at build time; a notebook holds its snapshot and the small JSON."""
+    for path in all_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                if not output.get("metadata", {}).get(OUTPUT_MARKER):
+                    continue
+                data = output["data"]
+                assert LIVE_MIME in data, f"{path.name}: ライブ図の JSON がありません"
+                pngs = [k for k in data if k.startswith("image/")]
+                assert pngs == ["image/png"], path.name
+                assert len(json.dumps(data[LIVE_MIME]).encode()) < 4096, path.name

@@ -6,6 +6,7 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from attnlab.experiments.shape_explorer import (
     SHAPE_D_MODELS,
@@ -32,6 +33,32 @@ def _si(n: int) -> str:
     return str(n)
 
 
+def _column(ax, x: float, n_rows: int) -> Text:
+    """One right-aligned text of ``n_rows`` lines whose lines sit on the rows of ``ax``.
+
+    Row ``i`` is at y = i (ylim ``(n_rows - 0.5, -0.5)``). The line pitch of a text is
+    linear in its ``linespacing``; two trial layouts give the spacing that matches the
+    rows' pitch in pixels.
+    """
+    fig = ax.figure
+    text = ax.text(x, (n_rows - 1) / 2, "", va="center", ha="right", fontsize=10.5,
+                   color=BLACK, multialignment="right")
+    renderer = fig.canvas.get_renderer()
+
+    def pitch(spacing: float) -> float:
+        text.set_linespacing(spacing)
+        text.set_text("(128, 1024)\n(8, 128, 128)")
+        two = text.get_window_extent(renderer).height
+        text.set_text("(128, 1024)")
+        return two - text.get_window_extent(renderer).height
+
+    rows_px = ax.get_window_extent(renderer).height / n_rows
+    p1, p2 = pitch(1.0), pitch(2.0)
+    text.set_linespacing(1.0 + (rows_px - p1) / (p2 - p1))
+    text.set_text("")
+    return text
+
+
 def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     """The stages of one attention layer (left) and the FLOPs of each stage (right).
 
@@ -44,20 +71,19 @@ def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     Not taught: the picture of :func:`shape_explorer_widget`.
     """
     fig, (ax_tab, ax_bar) = new_figure(
-        (9.0, 4.4), ncols=2,
+        (9.0, 4.0), ncols=2,
         margins={"left": 0.01, "right": 0.97, "bottom": 0.2, "top": 0.7, "wspace": 0.04})
     ax_tab.set_position([0.01, 0.27, 0.62, 0.45])
     ax_bar.set_position([0.64, 0.27, 0.33, 0.45])
-    heading = fig.text(0.5, 0.955, "", ha="center", va="top", fontsize=13)
+    heading = fig.text(0.5, 0.96, "", ha="center", va="top", fontsize=12)
 
     # W_Q's columns cut into h blocks: one colour per block, alternating
-    ax_strip = fig.add_axes([0.2, 0.8, 0.6, 0.05])
+    ax_strip = fig.add_axes([0.13, 0.8, 0.85, 0.05])
     strip = ax_strip.imshow(np.zeros((1, 1)), cmap=ListedColormap([BLUE, SKY_BLUE]),
                             vmin=0, vmax=1, aspect="auto", extent=(0, 1, 0, 1),
                             interpolation="nearest")
     ax_strip.set(xticks=[], yticks=[])
-    fig.text(0.19, 0.825, "W_Q の列", ha="right", va="center", fontsize=10)
-    strip_label = fig.text(0.81, 0.825, "", ha="left", va="center", fontsize=10)
+    fig.text(0.12, 0.825, "W_Q の列を\nh 個に分ける", ha="right", va="center", fontsize=10)
 
     rows = np.arange(len(_NAMES))
     ax_tab.set(xlim=(0, 1), ylim=(len(_NAMES) - 0.5, -0.5))
@@ -65,8 +91,7 @@ def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     for y, name, symbol in zip(rows, _NAMES, _SYMBOLS, strict=True):
         ax_tab.text(0.0, y, name, va="center", fontsize=10.5)
         ax_tab.text(0.47, y, symbol, va="center", fontsize=10.5, color=GREY)
-    shapes = [ax_tab.text(0.99, y, "", va="center", ha="right", fontsize=10.5,
-                          color=BLACK) for y in rows]
+    shapes = _column(ax_tab, 0.99, len(rows))  # one text for every row: faster to draw
     ax_tab.text(0.47, -0.85, "形（記号）", fontsize=9.5, color=GREY)
     ax_tab.text(0.99, -0.85, "形（この状態）", fontsize=9.5, color=GREY, ha="right")
 
@@ -95,17 +120,16 @@ def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
         if i not in moving:  # the same in every state: drawn once, with the axes
             label.set_position((_FLOP_RANGE[0] * 1.3, i))
             label.set_text("" if i == 0 else "並べ替えだけ")
-    changing = [heading, strip, strip_label, *shapes, *bars,
+    changing = [heading, strip, shapes, *bars,
                 *(labels[i] for i in moving), *values.values()]
 
     def update(d_model: int = 512, n_heads: int = 8) -> list:
         result = mha_stages(d_model, n_heads)
-        heading.set_text(f"d_model = {d_model}、h = {n_heads} → "
+        heading.set_text(f"d_model = {d_model},  h = {n_heads}  →  "
                          f"d_k = d_model / h = {result.d_head}")
         strip.set_data((np.arange(n_heads) % 2)[None, :])  # (1, H)
-        strip_label.set_text(f"{n_heads} ブロック × 幅 {result.d_head}")
-        for stage, text, bar, label in zip(result.stages, shapes, bars, labels, strict=True):
-            text.set_text(str(stage.shape))
+        shapes.set_text("\n".join(str(stage.shape) for stage in result.stages))
+        for stage, bar, label in zip(result.stages, bars, labels, strict=True):
             bar.set_width(max(stage.flops - _FLOP_RANGE[0], 0))
             if stage.flops:
                 label.set_position((stage.flops * 1.3, bar.get_y() + bar.get_height() / 2))

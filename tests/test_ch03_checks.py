@@ -1,0 +1,288 @@
+"""Chapter 03's self-checks: every correct style passes, every typical mistake is named."""
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attnlab import MHAWeights, merge_heads, multi_head_attention, split_heads
+from attnlab.checks import CHECKS, check_multi_head_attention, check_split_heads
+
+
+def _verdict(capsys, check, func):
+    ok = check(func)
+    text = capsys.readouterr().out
+    assert "Traceback" not in text
+    assert text.count("\n") == 1, text  # one verdict line
+    return ok, text
+
+
+def test_both_checks_are_collected():
+    assert CHECKS["check_split_heads"] is check_split_heads
+    assert CHECKS["check_multi_head_attention"] is check_multi_head_attention
+
+
+# --- check_split_heads ---------------------------------------------------------------------
+
+def split_reshape(x, n_heads):
+    *lead, T, D = x.shape
+    return x.reshape(*lead, T, n_heads, D // n_heads).swapaxes(-2, -3)
+
+
+def split_stack(x, n_heads):
+    d_head = x.shape[-1] // n_heads
+    return np.stack([x[..., i * d_head:(i + 1) * d_head] for i in range(n_heads)], axis=-3)
+
+
+def split_loop_float32(x, n_heads):
+    *lead, T, D = x.shape
+    d_head = D // n_heads
+    out = np.empty((*lead, n_heads, T, d_head), dtype=np.float32)
+    for i in range(n_heads):
+        out[..., i, :, :] = x[..., :, i * d_head:(i + 1) * d_head]
+    return out
+
+
+def split_moveaxis(x, n_heads):
+    *lead, T, D = x.shape
+    return np.moveaxis(x.reshape(*lead, T, n_heads, -1), -2, -3).copy()
+
+
+CORRECT_SPLITS = [split_heads, split_reshape, split_stack, split_loop_float32, split_moveaxis]
+
+
+@pytest.mark.parametrize("func", CORRECT_SPLITS, ids=lambda f: f.__name__)
+def test_every_correct_split_passes(capsys, func):
+    ok, text = _verdict(capsys, check_split_heads, func)
+    assert ok is True and text.startswith("【正解】")
+
+
+def split_strided(x, n_heads):
+    *lead, T, D = x.shape
+    return np.moveaxis(x.reshape(*lead, T, D // n_heads, n_heads), -1, -3)
+
+
+def split_bare(x, n_heads):
+    *lead, T, D = x.shape
+    return x.reshape(*lead, n_heads, T, D // n_heads)
+
+
+def split_no_transpose(x, n_heads):
+    *lead, T, D = x.shape
+    return x.reshape(*lead, T, n_heads, D // n_heads)
+
+
+def split_stacked_in_front(x, n_heads):
+    d_head = x.shape[-1] // n_heads
+    return np.stack([x[..., i * d_head:(i + 1) * d_head] for i in range(n_heads)])
+
+
+def split_only_2d(x, n_heads):
+    T, D = x.shape
+    return x.reshape(T, n_heads, D // n_heads).transpose(1, 0, 2)
+
+
+def split_heads_reversed(x, n_heads):
+    return split_heads(x, n_heads)[..., ::-1, :, :]
+
+
+def split_stub(x, n_heads):
+    raise NotImplementedError("ここを実装してください")
+
+
+WRONG_SPLITS = {
+    "strided columns": (split_strided, "H 列おき"),
+    "bare reshape": (split_bare, "軸の入れ替えをしていません"),
+    "no transpose": (split_no_transpose, "(…, T, H, Dh)"),
+    "stacked in front": (split_stacked_in_front, "先頭に積んでいます"),
+    "only 2-D x": (split_only_2d, "*lead, T, D = x.shape"),
+    "heads in reverse": (split_heads_reversed, "値が split_heads と一致しません"),
+    "None": (lambda x, n_heads: None, "None"),
+}
+
+
+@pytest.mark.parametrize("func, diagnosis", WRONG_SPLITS.values(), ids=WRONG_SPLITS.keys())
+def test_each_wrong_split_gets_its_diagnosis(capsys, func, diagnosis):
+    ok, text = _verdict(capsys, check_split_heads, func)
+    assert ok is False and text.startswith("【不正解】")
+    assert diagnosis in text
+
+
+def test_the_split_stub_is_unimplemented(capsys):
+    ok, text = _verdict(capsys, check_split_heads, split_stub)
+    assert ok is False and text.startswith("【未実装】")
+
+
+# --- check_multi_head_attention ------------------------------------------------------------
+
+def student_mha(*, split="right", merge="right", scale="head", use_mask=True, use_w_o=True,
+                weights_out="heads", stable=True):
+    """A student's my_multi_head_attention with the chosen mistakes."""
+
+    def my_multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+        T, D = x.shape
+        d_head = D // n_heads
+
+        def cut(a):
+            if split == "strided":
+                return a.reshape(T, d_head, n_heads).transpose(2, 0, 1)
+            if split == "bare":
+                return a.reshape(n_heads, T, d_head)
+            return a.reshape(T, n_heads, d_head).transpose(1, 0, 2)
+
+        q, k, v = cut(x @ w_q), cut(x @ w_k), cut(x @ w_v)  # (H, T, Dh)
+        divisor = {"head": np.sqrt(d_head), "model": np.sqrt(D), "none": 1.0}[scale]
+        scores = q @ k.transpose(0, 2, 1) / divisor  # (H, T, T)
+        if mask is not None and use_mask:
+            scores = np.where(mask, scores, -np.inf)
+        if stable:
+            scores = scores - scores.max(axis=-1, keepdims=True)
+        e = np.exp(scores)
+        weights = e / e.sum(axis=-1, keepdims=True)
+        heads = weights @ v  # (H, T, Dh)
+        if merge == "bare":
+            concat = heads.reshape(T, D)
+        else:
+            concat = heads.transpose(1, 0, 2).reshape(T, D)
+        out = concat @ w_o if use_w_o else concat
+        returned = {"heads": weights, "mean": weights.mean(axis=0),
+                    "mean_keepdims": weights.mean(axis=0, keepdims=True),
+                    "first": weights[0],
+                    "mean_broadcast": np.broadcast_to(weights.mean(axis=0), weights.shape)}
+        return out, returned[weights_out]
+
+    return my_multi_head_attention
+
+
+def mha_loop(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """A loop over heads with np.concatenate, in float32."""
+    x, w_q, w_k, w_v, w_o = (np.asarray(a, dtype=np.float32) for a in (x, w_q, w_k, w_v, w_o))
+    d_head = x.shape[1] // n_heads
+    outs, all_weights = [], []
+    for i in range(n_heads):
+        cols = slice(i * d_head, (i + 1) * d_head)
+        q, k, v = x @ w_q[:, cols], x @ w_k[:, cols], x @ w_v[:, cols]
+        scores = q @ k.T / np.sqrt(d_head)
+        if mask is not None:
+            scores = np.where(mask, scores, -1e9)
+        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+        weights /= weights.sum(axis=1, keepdims=True)
+        outs.append(weights @ v)
+        all_weights.append(weights)
+    return np.concatenate(outs, axis=1) @ w_o, np.array(all_weights)
+
+
+def mha_sum_over_heads(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """Concat·W_O written as Σ_i head_i · W_O[rows of head i]."""
+    q, k, v = (split_heads(x @ w, n_heads) for w in (w_q, w_k, w_v))
+    d_head = q.shape[-1]
+    scores = np.einsum("htd,hsd->hts", q, k) / np.sqrt(d_head)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    heads = weights @ v
+    out = sum(heads[i] @ w_o[i * d_head:(i + 1) * d_head] for i in range(n_heads))
+    return out, weights
+
+
+def mha_reference(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    return multi_head_attention(x, MHAWeights(w_q, w_k, w_v, w_o), n_heads, mask=mask)
+
+
+def mha_with_merge_heads(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    out, weights = student_mha()(x, w_q, w_k, w_v, w_o, n_heads, mask)
+    return merge_heads(split_heads(out, 1)), weights  # a no-op round trip
+
+
+CORRECT_MHA = [student_mha(), mha_loop, mha_sum_over_heads, mha_reference,
+               mha_with_merge_heads]
+
+
+@pytest.mark.parametrize("func", CORRECT_MHA, ids=["batched", "loop float32", "sum over heads",
+                                                   "reference", "merge round trip"])
+def test_every_correct_mha_passes(capsys, func):
+    ok, text = _verdict(capsys, check_multi_head_attention, func)
+    assert ok is True and text.startswith("【正解】")
+
+
+WRONG_MHA = {
+    "strided heads": ({"split": "strided"}, "H 列おき"),
+    "bare reshape": ({"split": "bare"}, "軸の入れ替えをしていません"),
+    "W_o forgotten": ({"use_w_o": False}, "W_O（w_o）を掛けるのを忘れています"),
+    "√d_model": ({"scale": "model"}, "√d_model で割っています"),
+    "no scaling": ({"scale": "none"}, "割るのを忘れています"),
+    "mask ignored": ({"use_mask": False}, "mask を無視しています"),
+    "weights averaged": ({"weights_out": "mean"}, "平均しています"),
+    "weights averaged, keepdims": ({"weights_out": "mean_keepdims"}, "平均しています"),
+    "weights averaged, broadcast": ({"weights_out": "mean_broadcast"}, "平均しています"),
+    "one head's weights": ({"weights_out": "first"}, "1 つのヘッドの重みだけ"),
+    "bare merge": ({"merge": "bare"}, "そのまま reshape(T, D)"),
+    "bare merge and W_o forgotten": (
+        {"merge": "bare", "use_w_o": False}, "reshape してください。最後に W_O"),
+    "√d_model and mask ignored": (
+        {"scale": "model", "use_mask": False}, "√d_model で割っています"),  # first case: no mask
+    "unstable softmax with mask": ({"stable": False, "scale": "none"}, "割るのを忘れて"),
+}
+
+
+@pytest.mark.parametrize("mistakes, diagnosis", WRONG_MHA.values(), ids=WRONG_MHA.keys())
+def test_each_wrong_mha_gets_its_diagnosis(capsys, mistakes, diagnosis):
+    ok, text = _verdict(capsys, check_multi_head_attention, student_mha(**mistakes))
+    assert ok is False and text.startswith("【不正解】my_multi_head_attention: ")
+    assert diagnosis in text
+
+
+def test_the_mask_case_is_named_when_only_the_mask_is_wrong(capsys):
+    _, text = _verdict(capsys, check_multi_head_attention, student_mha(use_mask=False))
+    assert "因果マスク" in text
+
+
+def test_swapped_returns_are_named(capsys):
+    def swapped(*args, **kwargs):
+        out, weights = student_mha()(*args, **kwargs)
+        return weights, out
+
+    ok, text = _verdict(capsys, check_multi_head_attention, swapped)
+    assert ok is False and "順番が逆" in text
+
+
+def test_a_function_without_a_mask_argument_is_told_to_add_it(capsys):
+    def my_multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+        return student_mha()(x, w_q, w_k, w_v, w_o, n_heads)
+
+    ok, text = _verdict(capsys, check_multi_head_attention, my_multi_head_attention)
+    assert ok is False and "mask=None" in text
+
+
+def test_the_mha_stub_is_unimplemented(capsys):
+    def my_multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+        raise NotImplementedError
+
+    ok, text = _verdict(capsys, check_multi_head_attention, my_multi_head_attention)
+    assert ok is False and text.startswith("【未実装】")
+
+
+_ANYTHING = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
+    | st.builds(lambda shape, x: np.full(shape, x),
+                st.lists(st.integers(0, 6), max_size=4).map(tuple), st.floats()),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(returned=_ANYTHING)
+def test_no_return_value_makes_either_check_raise_or_pass(returned):
+    for check, func in ((check_split_heads, lambda x, n_heads: returned),
+                        (check_multi_head_attention,
+                         lambda x, a, b, c, d, h, mask=None: returned)):
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            ok = check(func)
+        assert ok is False
+        assert printed.getvalue().startswith("【不正解】")
+        assert "Traceback" not in printed.getvalue()

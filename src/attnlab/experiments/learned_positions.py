@@ -22,8 +22,6 @@ LEARNED_CONFIG = ModelConfig(vocab_size=16, d_model=32, n_heads=2, n_layers=1, m
 LEARNED_TASK = PreviousToken(vocab_size=16)
 #: Length of every training sequence: rows ``TRAIN_LEN … max_len−1`` are never used.
 TRAIN_LEN = 16
-#: The seeds the chapter trains with.
-LEARNED_SEEDS = (0, 1, 2)
 #: Adam steps of one run (about a second on an idle 2-core machine).
 LEARNED_STEPS = 100
 

@@ -122,7 +122,9 @@ def lookup_positions(table: np.ndarray, positions) -> np.ndarray:
     -------
     np.ndarray
         Shape (..., T, D). A position outside the table raises ``IndexError``: a table
-        has no row for a position it was never given, and it does not make one up.
+        has no row for a position it was never given, and it does not make one up. That
+        includes negative positions, which plain numpy indexing would silently count
+        from the end of the table.
 
     Taught in chapter 07.
     """
@@ -130,15 +132,23 @@ def lookup_positions(table: np.ndarray, positions) -> np.ndarray:
     if table.ndim != 2:
         raise ValueError(f"table は (max_len, D) の 2 次元配列である必要があります: "
                          f"table.shape={table.shape}")
-    p = int_positions(positions)
+    given = np.asarray(positions)
     max_len = table.shape[0]
-    outside = (p < 0) | (p >= max_len)
-    if outside.any():
-        bad = int(p[outside].flat[0])
-        raise IndexError(
-            f"位置 {bad} は位置の表の範囲外です: 表には位置 0 〜 {max_len - 1} の "
-            f"{max_len} 行しかありません (table.shape={table.shape})"
-        )
+    if given.dtype.kind == "c":
+        raise ValueError(f"positions は整数の配列である必要があります: dtype={given.dtype}")
+    if given.dtype.kind == "f" and not np.all(np.isfinite(given) & (given == np.round(given))):
+        int_positions(given)  # raises: a position is a whole number
+    if given.dtype.kind in "iuf":  # before the int64 cast, which a huge float would overflow
+        outside = (given < 0) | (given >= max_len)
+        if outside.any():
+            bad = int(given[outside].flat[0])
+            hint = ("。負の位置を NumPy の添字のように表の末尾から数えることはしません"
+                    if bad < 0 else "")
+            raise IndexError(
+                f"positions の位置 {bad} は位置の表の範囲外です: 表には位置 0 〜 "
+                f"{max_len - 1} の {max_len} 行しかありません (table.shape={table.shape}){hint}"
+            )
+    p = int_positions(given)
     return table[p]  # (..., T, D)
 
 

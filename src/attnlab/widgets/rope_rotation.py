@@ -58,7 +58,7 @@ def rope_rotation_plot() -> tuple[Figure, Callable[..., list]]:
     plane_title = ax_plane.title
     # fixed words are drawn once; only the short numbers change (text is slow to draw)
     for y, words in ((0.75, "このペアの内積"), (0.47, "同じ m−n の組の内積"),
-                     (0.19, "全 8 次元の内積")):
+                     (0.19, f"全 {ROPE_DEMO_D_HEAD} 次元の内積")):
         ax_plane.text(1.05, y, words, transform=ax_plane.transAxes, fontsize=9,
                       va="top", ha="left")
     readout = [ax_plane.text(1.05, y - 0.08, "", transform=ax_plane.transAxes,

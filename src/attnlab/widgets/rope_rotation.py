@@ -52,10 +52,9 @@ def rope_rotation_plot() -> tuple[Figure, Callable[..., list]]:
     (k_arrow,) = ax_plane.plot([], [], color=VERMILLION, linewidth=2.5, marker="s",
                                markevery=[1], label="キー $k_n$")
     ax_plane.set(xlim=(-_LIMIT, _LIMIT), ylim=(-_LIMIT, _LIMIT), aspect="equal",
-                 xticks=[], yticks=[], title="")
+                 xticks=[], yticks=[], title="ペア i の平面")
     ax_plane.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
                     frameon=False)
-    plane_title = ax_plane.title
     # fixed words are drawn once; only the short numbers change (text is slow to draw)
     for y, words in ((0.75, "このペアの内積"), (0.47, "同じ m−n の組の内積"),
                      (0.19, f"全 {ROPE_DEMO_D_HEAD} 次元の内積")):
@@ -67,6 +66,8 @@ def rope_rotation_plot() -> tuple[Figure, Callable[..., list]]:
 
     T = ROPE_DEMO_POSITIONS
     image = ax_grid.imshow(np.zeros((T, T)), cmap=WEIGHT_CMAP, vmin=-1.3, vmax=1.3)
+    # colours of each pair's grid, computed once: an update only swaps the RGBA array
+    rgba = {pair: image.to_rgba(plane.scores) for pair, plane in _PLANES.items()}
     colorbar_axes = fig.add_axes((0.91, 0.13, 0.015, 0.66))
     fig.colorbar(image, cax=colorbar_axes, label="このペアの $q_m \\cdot k_n$")
     same = ax_grid.scatter([], [], s=40, marker="o", facecolors="white",
@@ -75,27 +76,26 @@ def rope_rotation_plot() -> tuple[Figure, Callable[..., list]]:
     ax_grid.add_patch(frame)
     ax_grid.set(xticks=range(T), yticks=range(T), xlabel="キーの位置 n",
                 ylabel="クエリの位置 m", title="同じ m−n のマスは同じ値")
-    changing = [heading, q0, k0, q_arrow, k_arrow, plane_title, *readout, image, same,
+    changing = [heading, q0, k0, q_arrow, k_arrow, *readout, image, same,
                 frame]
 
     def update(m: int = 5, n: int = 2, pair: int = 0) -> list:
         plane = _PLANES[pair]
         q_start, k_start = plane.q[0], plane.k[0]  # position 0: not rotated
         q_m, k_n = plane.q[m], plane.k[n]
-        heading.set_text(f"ペア i = {pair}（次元 {2 * pair}, {2 * pair + 1}）、"
-                         f"θ = {plane.theta:.3g}、m = {m}、n = {n}、m−n = {m - n}")
+        heading.set_text(
+            f"ペア {pair}（次元 {2 * pair}, {2 * pair + 1}）、θ = {plane.theta:.3g}："
+            f"q は {m}θ = {m * plane.theta:.2f}、k は {n}θ = {n * plane.theta:.2f} 回る")
         q0.set_data([0, q_start[0]], [0, q_start[1]])
         k0.set_data([0, k_start[0]], [0, k_start[1]])
         q_arrow.set_data([0, q_m[0]], [0, q_m[1]])
         k_arrow.set_data([0, k_n[0]], [0, k_n[1]])
-        plane_title.set_text(f"q は {m}θ = {m * plane.theta:.2f}、"
-                             f"k は {n}θ = {n * plane.theta:.2f} 回る")
         diagonal = [(mm, mm - (m - n)) for mm in range(T) if 0 <= mm - (m - n) < T]
         values = [plane.scores[a, b] for a, b in diagonal]
         readout[0].set_text(f"{plane.scores[m, n]:.3f}")
         readout[1].set_text(f"{len(diagonal)} 組：{min(values):.3f} 〜 {max(values):.3f}")
         readout[2].set_text(f"{plane.full[m, n]:.3f}")
-        image.set_data(plane.scores)
+        image.set_data(rgba[pair])
         same.set_offsets(np.array([(b, a) for a, b in diagonal], dtype=float))
         frame.set_xy((n - 0.5, m - 0.5))
         return changing

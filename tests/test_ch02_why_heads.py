@@ -124,3 +124,16 @@ def test_a_head_count_can_have_more_seeds_and_shares_the_first_streams():
     with pytest.raises(ValueError, match="n_seeds"):
         run_heads((1, 2), {1: 1}, rng=np.random.default_rng(5), eval_batch=eval_batch,
                   steps=2, seq_len=8)
+
+
+def test_heads_output_is_one_attention_per_column_block():
+    from attnlab.experiments.why_heads import heads_output
+
+    rng = np.random.default_rng(3)
+    scores, values = rng.normal(size=(2, 5)), rng.normal(size=(5, 6))
+    out = heads_output(scores, values)
+    np.testing.assert_allclose(out[:3], softmax(scores[0]) @ values[:, :3])
+    np.testing.assert_allclose(out[3:], softmax(scores[1]) @ values[:, 3:])
+    np.testing.assert_allclose(heads_output(scores[:1], values), softmax(scores[0]) @ values)
+    with pytest.raises(ValueError, match="割り切れません"):
+        heads_output(rng.normal(size=(4, 5)), values)

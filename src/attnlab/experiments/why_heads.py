@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from attnlab._validate import generator, positive_int
+from attnlab.attention import softmax
 from attnlab.model import ModelConfig, forward
 from attnlab.tasks import Batch, TwoPositions
 from attnlab.training import evaluate, train
@@ -78,6 +79,43 @@ def value_coefficients(out: np.ndarray, values: np.ndarray) -> np.ndarray:
     if np.abs(residual).max() > 1e-8 * scale:
         raise ValueError("out が values の行の一次結合になっていません")
     return coef.T.reshape(out.shape[:-1] + (n_values,))
+
+
+def heads_output(scores: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """One query's output when each head reads its own column block of the values.
+
+    Head h turns its scores into weights with a softmax and averages the columns
+    ``h·Dh … (h+1)·Dh − 1`` of the values (Dh = D / H); the heads' outputs are
+    concatenated in head order. With H = 1 it is one head over the whole width.
+
+    Parameters
+    ----------
+    scores : np.ndarray
+        Shape (H, T): the scaled scores of one query in every head.
+    values : np.ndarray
+        Shape (T, D), D divisible by H.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (D,).
+
+    Taught in chapter 02.
+    """
+    scores = np.asarray(scores, dtype=float)
+    values = np.asarray(values, dtype=float)
+    if scores.ndim != 2 or values.ndim != 2 or scores.shape[1] != values.shape[0]:
+        raise ValueError(
+            "scores は (H, T)、values は (T, D) である必要があります: "
+            f"scores.shape={scores.shape}, values.shape={values.shape}"
+        )
+    H, (T, D) = scores.shape[0], values.shape
+    if D % H:
+        raise ValueError(f"D={D} は H={H} で割り切れません")
+    weights = softmax(scores, axis=-1)  # (H, T)
+    blocks = values.reshape(T, H, D // H).transpose(1, 0, 2)  # (H, T, Dh)
+    out = np.einsum("ht,htd->hd", weights, blocks)  # (H, Dh)
+    return out.reshape(D)  # heads side by side
 
 
 def two_positions_config(n_heads: int, *, d_model: int = D_MODEL,

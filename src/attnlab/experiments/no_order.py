@@ -159,7 +159,8 @@ def no_order_config(positional: str) -> ModelConfig:
     -------
     ModelConfig
 
-    Taught in chapter 05.
+    Not taught: the settings behind :func:`train_previous_token`, named in chapter 05's
+    prose.
     """
     return ModelConfig(**NO_ORDER_MODEL, positional=positional)
 

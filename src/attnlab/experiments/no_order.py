@@ -159,8 +159,7 @@ def no_order_config(positional: str) -> ModelConfig:
     -------
     ModelConfig
 
-    Not taught: the settings behind :func:`train_previous_token`, named in chapter 05's
-    prose.
+    Not taught: the settings behind train_previous_token.
     """
     return ModelConfig(**NO_ORDER_MODEL, positional=positional)
 

@@ -60,7 +60,7 @@ def sinusoidal_encoding(
     np.ndarray
         Shape (T, D).
 
-    Taught in chapter 06.
+    Taught in chapter 05.
     """
     seq_len = positive_int(seq_len, "seq_len")
     d_model = even_int(d_model, "d_model")
@@ -100,7 +100,7 @@ def init_position_table(
     np.ndarray
         Shape (max_len, D).
 
-    Taught in chapter 07.
+    Taught in chapter 05.
     """
     max_len = positive_int(max_len, "max_len")
     d_model = positive_int(d_model, "d_model")
@@ -126,7 +126,7 @@ def lookup_positions(table: np.ndarray, positions) -> np.ndarray:
         includes negative positions, which plain numpy indexing would silently count
         from the end of the table.
 
-    Taught in chapter 07.
+    Taught in chapter 05.
     """
     table = as_float_array(table, "table")
     if table.ndim != 2:
@@ -257,7 +257,7 @@ class RoPE:
     scale : float
         Position interpolation factor (1 = none).
 
-    Taught in chapter 08.
+    Taught in chapter 05.
     """
 
     base: float = 10000.0

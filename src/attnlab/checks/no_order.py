@@ -1,0 +1,115 @@
+"""Chapter 05's self-check: ``f(tokens, loss_mask, vocab_size) -> float``, the order-blind
+ceiling of a batch of :class:`attnlab.tasks.PreviousToken`.
+
+As in chapter 01, the diagnosis is computed: the check builds what each typical mistake
+would return and says which one the answer matches.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+
+import numpy as np
+
+from attnlab.checks.core import Mistake, Raised, call_student, checker, raised_message
+from attnlab.experiments.no_order import order_blind_ceiling
+from attnlab.tasks import PreviousToken
+
+_DIAGNOSES = {
+    ("self", True): (
+        "位置 t のトークン自身も数えています。前のトークンは t 以外の T − 1 か所のどれかなので、"
+        "数えるのは「自分を除いた」トークンです（counts[tokens[t]] -= 1）。"
+    ),
+    ("denominator", "T"): (
+        "T で割っています。候補の場所は自分を除いた T − 1 か所なので、T − 1 で割ります。"
+    ),
+    ("denominator", "none"): (
+        "最大の個数をそのまま平均しています。当たる確率にするには T − 1 で割ります。"
+    ),
+    ("positions", "all"): (
+        "loss_mask を使わずに全位置で平均しています。スコアを付けるのは loss_mask が True の"
+        "位置だけです（先頭の位置には写すトークンがありません）。"
+    ),
+    ("multiset", False): (
+        "種類（集合）を数えています。同じトークンが何回あるか（多重集合）を数えてください。"
+        "いちばん多いトークンを答えるのが最善です。"
+    ),
+}
+
+
+def _cases() -> list[tuple[str, np.ndarray, np.ndarray, int]]:
+    """(case name, tokens (B, T), loss_mask (B, T), vocab_size) for the hidden cases."""
+    rng = np.random.default_rng(20260505)
+    small = PreviousToken(vocab_size=5)(rng, 6, 7)
+    offset3 = PreviousToken(vocab_size=8, offset=3)(rng, 4, 12)
+    return [
+        ("語彙 5・長さ 7 のケース", small.tokens, small.loss_mask, 5),
+        ("offset=3・長さ 12 のケース", offset3.tokens, offset3.loss_mask, 8),
+    ]
+
+
+def _candidate(tokens, loss_mask, vocab_size, self_counted, denominator, positions,
+               multiset) -> float:
+    """What the answer would be with the given (possibly wrong) choices."""
+    T = tokens.shape[1]
+    values = []
+    for row, mask in zip(tokens, loss_mask, strict=True):
+        counts = np.bincount(row, minlength=vocab_size)
+        where = range(T) if positions == "all" else np.flatnonzero(mask)
+        for t in where:
+            others = counts.copy()
+            if not self_counted:
+                others[row[t]] -= 1
+            best = others.max() if multiset else float((others > 0).max())
+            divisor = {"T-1": T - 1, "T": T, "none": 1}[denominator]
+            values.append(best / divisor)
+    return float(np.mean(values))
+
+
+def _diagnose(tokens, loss_mask, vocab_size, value: float) -> str:
+    options = product((False, True), ("T-1", "T", "none"), ("masked", "all"), (True, False))
+    for self_counted, denominator, positions, multiset in options:
+        if (self_counted, denominator, positions, multiset) == (False, "T-1", "masked", True):
+            continue
+        candidate = _candidate(tokens, loss_mask, vocab_size, self_counted, denominator,
+                               positions, multiset)
+        if np.isclose(value, candidate, rtol=1e-5, atol=1e-9):
+            found = [("self", self_counted), ("denominator", denominator),
+                     ("positions", positions), ("multiset", multiset)]
+            return "".join(_DIAGNOSES[f] for f in found if f in _DIAGNOSES)
+    return (
+        "値が正しくありません。スコアを付ける位置ごとに「自分を除いたトークンの個数の最大値 ÷ "
+        "(T − 1)」を求め、その平均を返してください。"
+    )
+
+
+def _as_number(value, case: str) -> float:
+    if value is None:
+        raise Mistake(f"{case}で None が返りました。return を書き忘れていませんか。")
+    array = np.asarray(value)
+    if array.dtype == object or not np.issubdtype(array.dtype, np.number):
+        raise Mistake(f"{case}で数ではない値が返りました（型 {type(value).__name__}）。")
+    if array.size != 1:
+        raise Mistake(
+            f"{case}で形 {array.shape} の配列が返りました。バッチ全体の平均、"
+            "1 つの数を返してください。"
+        )
+    return float(array.reshape(()))
+
+
+@checker("どのケースでも、自分を除いた最頻値が当たる確率の平均が一致しました。")
+def check_order_blind_ceiling(func) -> None:
+    """Check ``func(tokens, loss_mask, vocab_size)``: the best accuracy an order-blind
+    model can expect on these PreviousToken rows, as one number.
+
+    Taught in chapter 05.
+    """
+    for case, tokens, loss_mask, vocab_size in _cases():
+        result = call_student(func, tokens, loss_mask, vocab_size)
+        if isinstance(result, Raised):
+            raise Mistake(raised_message(result, case))
+        value = _as_number(result, case)
+        expected = order_blind_ceiling(tokens, loss_mask, vocab_size)
+        if not np.isclose(value, expected, rtol=1e-5, atol=1e-9):
+            diagnosis = _diagnose(tokens, loss_mask, vocab_size, value)
+            raise Mistake(f"{case}で {value:.4f} が返りました。{diagnosis}")

@@ -138,8 +138,7 @@ def _diagnose_encoding(pe: np.ndarray) -> str:
 _ENCODING_CASES = ((12, 16), (3, 2), (60, 64))
 
 
-@checker("隠れたテストケース（12 位置・d_model=16、3 位置・d_model=2、60 位置・d_model=64）で"
-         "論文の式と一致しました。")
+@checker("隠れた 3 つのケース（d_model=16, 2, 64）で論文の式と一致しました。")
 def check_sinusoidal_encoding(func: Callable) -> None:
     """Check ``func(n_positions, d_model) -> pe`` against the paper's formula.
 
@@ -212,8 +211,7 @@ def _diagnose_added(x: np.ndarray, out: np.ndarray) -> str:
             "sinusoidal_encoding(T, D) と比べてみてください。")
 
 
-@checker("隠れたテストケース（形 (4, 6, 8)、(3, 10, 16)、(1, 5, 4)）で、どの系列にも"
-         "各位置の符号化が足されていました。")
+@checker("隠れた 3 つのケースで、どの系列にも各位置の符号化が足されました。")
 def check_add_positional_encoding(func: Callable) -> None:
     """Check ``func(x) -> x + PE`` for x (B, T, D): each position's encoding, every sequence.
 

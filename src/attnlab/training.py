@@ -20,7 +20,6 @@ from attnlab.model import (
 )
 from attnlab.tasks import Batch
 
-
 _fresh_params = init_params  # train's keyword argument init_params hides the function
 
 

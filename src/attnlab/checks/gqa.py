@@ -18,7 +18,14 @@ from numbers import Number
 import numpy as np
 
 from attnlab.attention import causal_mask, scaled_dot_product_attention
-from attnlab.checks.core import Mistake, Raised, call_student, checker, raised_message, returned_array
+from attnlab.checks.core import (
+    Mistake,
+    Raised,
+    call_student,
+    checker,
+    raised_message,
+    returned_array,
+)
 from attnlab.costs import kv_cache_bytes
 
 # --- the KV-cache size ------------------------------------------------------------------------
@@ -60,7 +67,8 @@ def _as_number(value, case: str) -> float:
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value.item()
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, Number):
-        raise Mistake(f"返り値が {type(value).__name__} です。バイト数を 1 つの数で返してください。")
+        raise Mistake(
+            f"返り値が {type(value).__name__} です。バイト数を 1 つの数で返してください。")
     return float(value)
 
 

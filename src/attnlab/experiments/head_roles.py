@@ -12,10 +12,11 @@ from typing import NamedTuple
 import numpy as np
 
 from attnlab.attention import mean_pool_kv
+from attnlab.costs import kv_cache_bytes
 from attnlab.head_roles import induction_score, previous_token_score
 from attnlab.model import ModelConfig, forward, layer_keys, layer_weights
 from attnlab.tasks import Batch, RepeatedSequence
-from attnlab.training import evaluate, train
+from attnlab.training import train
 
 #: The chapter's model: V=32, D=64, H=4, L=2, learned positions, causal.
 CONFIG = ModelConfig(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=32)
@@ -49,7 +50,7 @@ class TrainedModel(NamedTuple):
     snapshots: tuple  # (n,) parameter dicts recorded at those steps
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained_model(seed: int) -> TrainedModel:
     """Train the chapter's model on :data:`TASK` for :data:`STEPS` steps (cached per seed).
 
@@ -75,11 +76,11 @@ def trained_model(seed: int) -> TrainedModel:
 
 @functools.lru_cache(maxsize=1)
 def eval_batch() -> Batch:
-    """The fixed batch every measurement of the chapter uses: 256 rows of T = 32.
+    """The fixed batch every measurement of the chapter uses: 128 rows of T = 32.
 
     Taught in chapter 04.
     """
-    return TASK(np.random.default_rng(_EVAL_SEED), 256, _SEQ_LEN)
+    return TASK(np.random.default_rng(_EVAL_SEED), 128, _SEQ_LEN)
 
 
 class HeadScores(NamedTuple):
@@ -109,11 +110,15 @@ def head_scores(params: dict, batch: Batch | None = None) -> HeadScores:
     Taught in chapter 04.
     """
     batch = eval_batch() if batch is None else batch
-    attn = forward(params, batch.tokens, CONFIG).attn  # n_layers × (B, H, T, T)
+    return _scores(forward(params, batch.tokens, CONFIG).attn, batch.tokens)
+
+
+def _scores(attn: list, tokens: np.ndarray) -> HeadScores:
+    """The three scores from each layer's weights (B, H, T, T)."""
     previous = np.stack([previous_token_score(a) for a in attn])  # (L, H)
     early = np.stack([previous_token_score(a[:, :, :FIRST_COPY, :FIRST_COPY])
                       for a in attn])  # (L, H)
-    induction = np.stack([induction_score(a, batch.tokens) for a in attn])  # (L, H)
+    induction = np.stack([induction_score(a, tokens) for a in attn])  # (L, H)
     return HeadScores(previous, early, induction)
 
 
@@ -132,9 +137,12 @@ def emergence(seed: int) -> Emergence:
     Taught in chapter 04.
     """
     run = trained_model(seed)
-    batch = eval_batch()
-    scores = [head_scores(params, batch) for params in run.snapshots]
-    accuracy = [evaluate(params, batch, CONFIG)[1] for params in run.snapshots]
+    tokens, targets, loss_mask = eval_batch()
+    scores, accuracy = [], []
+    for params in run.snapshots:
+        logits, attn = forward(params, tokens, CONFIG)  # (B, T, V), L × (B, H, T, T)
+        scores.append(_scores(attn, tokens))
+        accuracy.append((logits.argmax(axis=-1) == targets)[loss_mask].mean())
     return Emergence(run.steps, np.stack([s.previous_early for s in scores]),
                      np.stack([s.induction for s in scores]), np.array(accuracy))
 
@@ -156,7 +164,7 @@ def pooled_params(params: dict, n_kv_heads: int) -> tuple[ModelConfig, dict]:
     return config, pooled
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def uptrained(seed: int, n_kv_heads: int) -> tuple[ModelConfig, dict]:
     """Pool the trained model of ``seed`` to ``n_kv_heads``, then train it briefly.
 
@@ -204,3 +212,74 @@ def head_map(layer: int, head: int, example: int, seed: int = SEEDS[0]) -> HeadM
     previous = float(previous_token_score(attn)[head])
     induction = float(induction_score(attn, tokens)[head])
     return HeadMap(attn[0, head], tokens[0], previous, induction)
+
+
+# --- sharing K/V heads: what the cache costs in real configurations -------------------------
+
+
+class Preset(NamedTuple):
+    """A published attention configuration (FACTS.md; the toy is :data:`CONFIG`)."""
+
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int  # as published
+    d_head: int
+
+
+#: Layers / query heads / K/V heads / head width of real models and of the book's toy.
+PRESETS = {
+    "Llama 2 7B": Preset(32, 32, 32, 128),
+    "Llama 2 70B": Preset(80, 64, 8, 128),
+    "Llama 3 8B": Preset(32, 32, 8, 128),
+    "Mistral 7B": Preset(32, 32, 8, 128),
+    "本書のモデル": Preset(CONFIG.n_layers, CONFIG.n_heads, CONFIG.n_kv_heads, CONFIG.d_head),
+}
+
+
+class KVCost(NamedTuple):
+    """What :func:`kv_cost` returns."""
+
+    kv_params: int  # parameters of W_K and W_V over all layers
+    bytes_per_token: int  # KV cache of one token (batch 1)
+    total_bytes: int  # KV cache of seq_len tokens (batch 1)
+
+
+def kv_divisors(n_heads: int) -> list[int]:
+    """The K/V head counts a layer with ``n_heads`` query heads can have (divisors of H).
+
+    Taught in chapter 04.
+    """
+    return [d for d in range(n_heads, 0, -1) if n_heads % d == 0]
+
+
+def kv_cost(preset: Preset, n_kv_heads: int, seq_len: int, bytes_per_value: int = 2) -> KVCost:
+    """K/V projection parameters and KV-cache bytes of a configuration with ``n_kv_heads``.
+
+    d_model = H · Dh; the W_K and W_V of a layer are each (d_model, Hkv · Dh). The cache
+    sizes come from :func:`attnlab.costs.kv_cache_bytes` (fp16 by default).
+
+    Taught in chapter 04.
+    """
+    if preset.n_heads % n_kv_heads:
+        raise ValueError(
+            f"n_kv_heads={n_kv_heads} は n_heads={preset.n_heads} の約数にしてください")
+    d_model = preset.n_heads * preset.d_head
+    kv_params = 2 * preset.n_layers * d_model * n_kv_heads * preset.d_head
+    per_token = kv_cache_bytes(preset.n_layers, n_kv_heads, preset.d_head, 1,
+                               bytes_per_value=bytes_per_value)
+    total = kv_cache_bytes(preset.n_layers, n_kv_heads, preset.d_head, seq_len,
+                           bytes_per_value=bytes_per_value)
+    return KVCost(kv_params, per_token, total)
+
+
+def format_bytes(n_bytes: float) -> str:
+    """``1.25 GiB``, ``512 KiB``: binary units, 3 significant digits.
+
+    Taught in chapter 04.
+    """
+    value, unit = float(n_bytes), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{value:.3g} {unit}"

@@ -30,10 +30,11 @@ from attnlab.costs import kv_cache_bytes
 
 # --- the KV-cache size ------------------------------------------------------------------------
 
-#: (n_layers, n_heads, n_kv_heads, d_head, seq_len, batch, bytes_per_value): every factor
-#: differs, so each mistake (and each combination of mistakes) gives another number.
+#: (n_layers, n_heads, n_kv_heads, d_head, seq_len, batch, bytes_per_value). In the first
+#: case the mistakes multiply the answer by 1/2, H/Hkv = 3, 1/L = 1/5, 1/B = 1/7 and 8:
+#: every combination of them gives another number, so the diagnosis is unambiguous.
 _KV_CASES = (
-    (3, 8, 2, 16, 10, 5, 2),
+    (5, 6, 2, 16, 10, 7, 2),
     (80, 64, 8, 128, 4096, 1, 2),
     (7, 6, 3, 11, 13, 4, 4),
 )

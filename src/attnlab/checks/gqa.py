@@ -173,8 +173,7 @@ def _unpack(value, name: str, H: int, Hkv: int, T: int, Dh: int):
     return out, weights
 
 
-@checker("隠れたテストケース（GQA・MHA・MQA、マスクあり・なし）で、出力も重みも"
-         "グループごとに K/V を共有したアテンションと一致しました。")
+@checker("隠れたテストケース（GQA・MHA・MQA、マスクあり・なし）で出力も重みも一致しました。")
 def check_grouped_query_attention(func: Callable) -> None:
     """Check ``func(q, k, v, mask=None) -> (out (H, T, Dh), weights (H, T, T))``.
 

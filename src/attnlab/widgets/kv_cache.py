@@ -36,8 +36,12 @@ def chosen_kv_heads(preset: str, choice: str) -> int:
     return config.n_heads // rule
 
 
-def kv_cache_plot() -> tuple[Figure, Callable[..., None]]:
+def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
     """KV cache for every divisor of H (left) and the chosen configuration's numbers (right).
+
+    The bars' heights are on a log scale (each halving of Hkv is one step down); every
+    bar carries its size as text. The artists are fixed and only their data change, so
+    an update redraws just them.
 
     Returns
     -------
@@ -48,49 +52,60 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., None]]:
     Not taught: the picture of :func:`kv_cache_widget`.
     """
     fig, (ax_bar, ax_text) = new_figure(
-        (9.0, 3.6), ncols=2, margins={"left": 0.09, "right": 0.99, "bottom": 0.24, "top": 0.88,
-                                      "wspace": 0.12})
+        (9.0, 3.6), ncols=2, margins={"left": 0.06, "right": 0.99, "bottom": 0.2,
+                                      "top": 0.88, "wspace": 0.12})
+    slots = max(len(kv_divisors(p.n_heads)) for p in PRESETS.values())
+    bars = ax_bar.bar(np.arange(slots), np.zeros(slots), width=0.7)
+    ticks = [ax_bar.text(0, -0.03, "", ha="center", va="top", fontsize=8)
+             for _ in range(slots)]  # Hkv, the cache size and the published mark
+    ax_bar.set(xlim=(-0.6, slots - 0.4), ylim=(0, 1.1), xticks=[], yticks=[],
+               ylabel="KV キャッシュ（対数目盛）")
+    ax_bar.set_xlabel("K/V ヘッド数 Hkv とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=36)
+    heading = ax_bar.set_title(" ")
+    ax_text.axis("off")
+    ax_text.set_title("fp16（2 バイト）、バッチ 1", fontsize=10)
+    facts = ax_text.text(0.0, 0.95, "", transform=ax_text.transAxes, fontsize=10,
+                         va="top", color=BLACK, linespacing=2.0)
+    total = ax_text.text(0.0, 0.05, "", transform=ax_text.transAxes, fontsize=11,
+                         va="bottom", color=VERMILLION)
+    changing = [*bars, *ticks, heading, facts, total]
 
-    def update(preset: str = "Llama 2 70B", kv: str = "公開値", seq_len: int = 4096) -> None:
+    def update(preset: str = "Llama 2 70B", kv: str = "公開値", seq_len: int = 4096) -> list:
         config = PRESETS[preset]
         n_kv = chosen_kv_heads(preset, kv)
         options = kv_divisors(config.n_heads)  # H … 1
-        totals = np.array([kv_cost(config, d, seq_len).total_bytes for d in options])
-        cost = kv_cost(config, n_kv, seq_len)
-        ax_bar.clear()
-        colours = [VERMILLION if d == n_kv else GREY for d in options]
-        x = np.arange(len(options))
-        ax_bar.bar(x, totals / 2**30, color=colours)
-        for xi, total in zip(x, totals, strict=True):
-            ax_bar.text(xi, total / 2**30 * 1.15, format_bytes(total), ha="center",
-                        va="bottom", fontsize=8, rotation=90 if len(options) > 4 else 0)
-        ax_bar.set_yscale("log")
-        ax_bar.set_ylim(totals.min() / 2**30 / 1.5, totals.max() / 2**30 * 12)
-        ax_bar.set_yticks([])
-        ax_bar.minorticks_off()
-        labels = [f"{d}\n公開値" if d == config.n_kv_heads else str(d) for d in options]
-        ax_bar.set_xticks(x, labels)
-        ax_bar.set(xlabel="K/V ヘッド数 $H_{kv}$（左端 = MHA、右端 = MQA）",
-                   ylabel="KV キャッシュ（対数目盛）",
-                   title=f"{preset}：{seq_len} トークンの KV キャッシュ")
+        totals = [kv_cost(config, d, seq_len).total_bytes for d in options]
+        offset = (slots - len(options)) / 2  # centre the bars that exist
+        for i, (bar, tick) in enumerate(zip(bars, ticks, strict=True)):
+            shown = i < len(options)
+            for artist in (bar, tick):
+                artist.set_visible(shown)
+            if not shown:
+                continue
+            d, x = options[i], i + offset
+            height = 0.15 + 0.85 * np.log2(d) / np.log2(options[0])  # 1 K/V head: 0.15
+            bar.set_x(x - 0.35)
+            bar.set_height(height)
+            bar.set_facecolor(VERMILLION if d == n_kv else GREY)
+            tick.set_position((x, -0.03))
+            mark = "\n公開値" if d == config.n_kv_heads else ""
+            tick.set_text(f"{d}\n{format_bytes(totals[i])}{mark}")
+        heading.set_text(f"{preset}：{seq_len} トークンの KV キャッシュ")
 
-        ax_text.clear()
-        ax_text.axis("off")
+        cost = kv_cost(config, n_kv, seq_len)
         kind = "MHA" if n_kv == config.n_heads else "MQA" if n_kv == 1 else "GQA"
-        lines = [
-            f"選択：「{kv}」→ $H_{{kv}}$ = {n_kv}（{kind}）",
+        texts = [
+            f"選択：「{kv}」→ Hkv = {n_kv}（{kind}）",
             f"層 {config.n_layers}、クエリヘッド H = {config.n_heads}、"
-            f"$d_{{head}}$ = {config.d_head}",
+            f"Dh = {config.d_head}",
             f"1 つの K/V ヘッドを共有するクエリヘッド：{config.n_heads // n_kv} 個",
-            f"$W_K, W_V$ のパラメータ（全層）：{cost.kv_params:,}",
+            f"W_K と W_V のパラメータ（全層）：{cost.kv_params:,}",
             f"KV キャッシュ / トークン：{format_bytes(cost.bytes_per_token)}",
-            f"KV キャッシュ合計（{seq_len} トークン）：{format_bytes(cost.total_bytes)}",
             f"MHA に比べて：1/{config.n_heads // n_kv}",
         ]
-        for row, line in enumerate(lines):
-            ax_text.text(0.0, 0.95 - 0.14 * row, line, transform=ax_text.transAxes,
-                         fontsize=10, va="top", color=VERMILLION if row == 5 else BLACK)
-        ax_text.set_title("fp16（2 バイト）、バッチ 1", fontsize=10)
+        facts.set_text("\n".join(texts))
+        total.set_text(f"KV キャッシュ合計（{seq_len} トークン）：{format_bytes(cost.total_bytes)}")
+        return changing
 
     return fig, update
 

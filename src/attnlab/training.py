@@ -10,8 +10,17 @@ from typing import NamedTuple
 import numpy as np
 
 from attnlab._validate import generator, positive_float, positive_int
-from attnlab.model import ModelConfig, check_config, init_params, loss_grads_accuracy
+from attnlab.model import (
+    ModelConfig,
+    _check_params,
+    check_config,
+    init_params,
+    loss_grads_accuracy,
+    param_shapes,
+)
 from attnlab.tasks import Batch
+
+_fresh_params = init_params  # train's keyword argument init_params hides the function
 
 
 class Adam:
@@ -60,6 +69,8 @@ def train(
     batch_size: int = 64,
     seq_len: int = 32,
     lr: float = 1e-2,
+    init_params: dict | None = None,
+    callback=None,
 ) -> TrainResult:
     """Train a fresh model on a task with Adam; the same ``rng`` state gives the same result.
 
@@ -75,6 +86,15 @@ def train(
         the batches. ``np.random.default_rng(seed)`` for a run you can repeat.
     lr : float
         Adam's step size.
+    init_params : dict, optional
+        Parameters to start from (e.g. pooled to fewer K/V heads for uptraining), with
+        the keys and shapes of :func:`attnlab.model.param_shapes`; they are copied, not
+        changed. None (the default): fresh random parameters from ``rng``. The batches
+        are the same either way.
+    callback : callable, optional
+        ``callback(step, params)``, called before the first update (``step=0``) and
+        after each update (``step`` = updates done), e.g. to record snapshots during
+        training. ``params`` is the live dict: copy what you keep.
 
     Returns
     -------
@@ -100,16 +120,28 @@ def train(
             f"タスクの語彙 vocab_size={task_vocab} がモデルの vocab_size={config.vocab_size} "
             "より大きいです"
         )
+    if callback is not None and not callable(callback):
+        raise ValueError(
+            f"callback は callback(step, params) と呼べる関数である必要があります: {callback!r}"
+        )
     init_rng, data_rng = rng.spawn(2)
-    params = init_params(config, init_rng)
+    if init_params is None:
+        params = _fresh_params(config, init_rng)
+    else:
+        given = _check_params(init_params, config)
+        params = {name: np.array(given[name], dtype=config.dtype) for name in param_shapes(config)}
     initial = {name: value.copy() for name, value in params.items()}
     optimiser = Adam(params, lr=lr)
     losses, accuracies = np.empty(steps), np.empty(steps)
+    if callback is not None:
+        callback(0, params)
     for step in range(steps):
         batch = task(data_rng, batch_size, seq_len)
         loss, grads, accuracy = loss_grads_accuracy(params, batch, config)
         optimiser.step(params, grads)
         losses[step], accuracies[step] = loss, accuracy
+        if callback is not None:
+            callback(step + 1, params)
     return TrainResult(params, losses, accuracies, initial)
 
 

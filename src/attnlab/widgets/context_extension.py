@@ -58,7 +58,7 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
     for method, colour in METHOD_COLOURS.items():
         ax_turns.plot([], [], color=colour, marker="o", markersize=3, label=method)
     ax_turns.set(yscale="log", ylim=(1e-3, 1e4), xlim=(-0.5, pairs[-1] + 0.5),
-                 xlabel="対の番号 i（右ほど低周波）", ylabel="最大の角度（周）",
+                 xlabel="対の番号 i（右ほど低周波）", ylabel="角度の幅（周）",
                  title="各対が回る角度")
     ax_turns.legend(loc="upper right", fontsize=8, ncols=2)
 

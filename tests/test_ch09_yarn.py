@@ -228,3 +228,23 @@ def test_backprop_through_scaled_rope_matches_finite_differences(scaling):
                    - loss_and_grads(down, batch, config)[0]) / (2 * eps)
         analytic = float(np.sum(grads[name] * direction))
         assert numeric == pytest.approx(analytic, rel=1e-6, abs=1e-9), name
+
+
+# --- the numerics of the live figure ------------------------------------------------------------
+
+def test_angle_coverage_counts_the_pairs_that_leave_the_trained_range():
+    from attnlab.experiments.context_extension import angle_coverage
+
+    expected = {"外挿": 16, "PI": 0, "NTK": 15, "YaRN": 0}
+    for method, unseen in expected.items():
+        assert angle_coverage(method, 1).unseen.sum() == 0
+        for s in (2, 4, 8):
+            cov = angle_coverage(method, s)
+            assert cov.unseen.sum() == unseen, (method, s)
+            assert cov.full_turn.sum() == 16
+    assert angle_coverage("YaRN", 4).attention_factor == pytest.approx(yarn_attention_factor(4))
+    np.testing.assert_allclose(angle_coverage("PI", 4).resolution, 0.25)
+    with pytest.raises(ValueError, match="method"):
+        angle_coverage("linear", 2)
+    with pytest.raises(ValueError, match="scale"):
+        angle_coverage("PI", 0.5)

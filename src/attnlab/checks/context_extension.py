@@ -60,7 +60,7 @@ def _diagnose_positions(answer: np.ndarray, positions, train_len, target_len) ->
             "（例: 位置 12、train_len=12、target_len=48 なら 3.0）を返してください。")
 
 
-@checker("位置補間の位置が正しく計算できています（どの位置も訓練の範囲に収まります）。")
+@checker("位置補間の位置が正しく計算できています。")
 def check_interpolate_positions(func: Callable) -> None:
     """Check ``func(positions, train_len, target_len)`` → positions · train_len / target_len.
 
@@ -139,7 +139,7 @@ def _as_scalar(result, case: str) -> float:
     return float(value.reshape(()))
 
 
-@checker("NTK-aware スケーリングの base が正しく計算できています。")
+@checker("NTK-aware の base が正しく計算できています。")
 def check_ntk_scaled_base(func: Callable) -> None:
     """Check ``func(base, scale, d_head)`` → base · scale^(d_head / (d_head − 2)).
 

@@ -50,7 +50,13 @@ from attnlab.attention import (
     merge_heads,
     split_heads,
 )
-from attnlab.positional import RoPE, alibi_bias, lookup_positions, sinusoidal_encoding
+from attnlab.positional import (
+    ROPE_SCALINGS,
+    RoPE,
+    alibi_bias,
+    lookup_positions,
+    sinusoidal_encoding,
+)
 from attnlab.tasks import Batch
 
 POSITIONAL = ("none", "sinusoidal", "learned", "rope", "alibi")
@@ -83,6 +89,12 @@ class ModelConfig:
         True: a query sees only keys at its own or earlier positions.
     rope_base, rope_scale : float
         RoPE's base and position-interpolation factor (``positions / rope_scale``).
+    rope_scaling : {"pi", "ntk", "yarn"}
+        How ``rope_scale`` stretches the context (see :class:`attnlab.positional.RoPE`):
+        position interpolation (the default, as before), NTK-aware base, or YaRN with its
+        attention temperature.
+    rope_original_max_len : int, optional
+        The trained length YaRN needs; None means ``max_len``.
     dtype : {"float32", "float64"}
         The precision of parameters and activations.
 
@@ -100,6 +112,8 @@ class ModelConfig:
     rope_base: float = 10000.0
     rope_scale: float = 1.0
     dtype: str = "float32"
+    rope_scaling: str = "pi"
+    rope_original_max_len: int | None = None
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "max_len"):
@@ -115,6 +129,9 @@ class ModelConfig:
             )
         positive_float(self.rope_base, "rope_base")
         positive_float(self.rope_scale, "rope_scale")
+        choice(self.rope_scaling, "rope_scaling", ROPE_SCALINGS)
+        if self.rope_original_max_len is not None:
+            positive_int(self.rope_original_max_len, "rope_original_max_len")
         if self.positional == "rope":
             rope_head(self.d_head, f"d_model={self.d_model}, n_heads={self.n_heads}")
 
@@ -133,7 +150,11 @@ class ModelConfig:
         """The RoPE settings attention uses, or None for the other schemes."""
         if self.positional != "rope":
             return None
-        return RoPE(base=self.rope_base, scale=self.rope_scale)
+        if self.rope_scaling == "pi":
+            return RoPE(base=self.rope_base, scale=self.rope_scale)
+        original = self.rope_original_max_len or self.max_len
+        return RoPE(base=self.rope_base, scale=self.rope_scale, scaling=self.rope_scaling,
+                    original_max_len=original)
 
 
 def layer_keys(layer: int) -> tuple[str, str, str, str]:

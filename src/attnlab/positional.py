@@ -5,6 +5,7 @@ the token embeddings; RoPE rotates queries and keys inside attention; ALiBi adds
 to the scores. Shapes use the vocabulary of the package docstring.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,8 @@ from attnlab._validate import (
 )
 
 ROPE_CONVENTIONS = ("interleaved", "half")
+#: How RoPE is stretched to a longer context: position interpolation, NTK-aware base, YaRN.
+ROPE_SCALINGS = ("pi", "ntk", "yarn")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 
 
@@ -220,6 +223,12 @@ def apply_rope(
     choice(convention, "convention", ROPE_CONVENTIONS)
     d_head = rope_head(x.shape[-1], f"x.shape={x.shape}")
     angles = rope_angles(positions, d_head, base, scale)  # (..., T, Dh/2)
+    return _rotate_pairs(x, angles, positions, convention)
+
+
+def _rotate_pairs(x: np.ndarray, angles: np.ndarray, positions, convention: str) -> np.ndarray:
+    """Turn pair i of ``x`` (..., T, Dh) by ``angles[..., i]`` (..., T, Dh/2)."""
+    d_head = x.shape[-1]
     try:
         np.broadcast_shapes(angles.shape[:-1], x.shape[:-1])
     except ValueError:
@@ -255,7 +264,17 @@ class RoPE:
     convention : {"interleaved", "half"}
         Which dimensions form a pair; see :func:`apply_rope`.
     scale : float
-        Position interpolation factor (1 = none).
+        The context scale s = L_target / L_train (1 = plain RoPE, whatever ``scaling``).
+    scaling : {"pi", "ntk", "yarn"}
+        How the context is stretched by ``scale``: ``"pi"`` divides every position by s
+        (position interpolation, the behaviour of ``scale`` alone); ``"ntk"`` keeps the
+        positions and enlarges the base (:func:`ntk_scaled_base`); ``"yarn"`` uses
+        :func:`yarn_inv_freq` and multiplies the rotated q and k by
+        :func:`yarn_attention_factor`, so the scores get YaRN's temperature.
+    original_max_len : int, optional
+        The trained length L_train; required by ``"yarn"``.
+    beta_fast, beta_slow : float
+        YaRN's band limits in rotations over ``original_max_len`` (32 and 1 for LLaMA).
 
     Taught in chapter 05.
     """
@@ -263,15 +282,60 @@ class RoPE:
     base: float = 10000.0
     convention: str = "interleaved"
     scale: float = 1.0
+    scaling: str = "pi"
+    original_max_len: int | None = None
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
 
     def __post_init__(self):
         positive_float(self.base, "base")
         positive_float(self.scale, "scale")
         choice(self.convention, "convention", ROPE_CONVENTIONS)
+        choice(self.scaling, "scaling", ROPE_SCALINGS)
+        if self.original_max_len is not None:
+            positive_int(self.original_max_len, "original_max_len")
+        if self.scaling == "yarn":
+            if self.original_max_len is None:
+                raise ValueError(
+                    "scaling='yarn' には訓練時の長さ original_max_len が必要です: "
+                    "original_max_len=None"
+                )
+            _check_yarn(self.base, self.beta_fast, self.beta_slow)
+
+    @property
+    def attention_factor(self) -> float:
+        """What q and k are multiplied by after the rotation: 1, or YaRN's √(1/t)."""
+        return yarn_attention_factor(self.scale) if self.scaling == "yarn" else 1.0
+
+    def inv_freq(self, d_head: int) -> np.ndarray:
+        """Angle per position of each pair with these settings: (Dh/2,)."""
+        return rope_inv_freq(d_head, self.base, self.scale, self.scaling,
+                             self.original_max_len, beta_fast=self.beta_fast,
+                             beta_slow=self.beta_slow)
+
+    def angles(self, positions, d_head: int) -> np.ndarray:
+        """Rotation angles with these settings: positions (..., T) → (..., T, Dh/2)."""
+        if self.scaling == "pi":
+            return rope_angles(positions, d_head, self.base, self.scale)
+        pos = finite(np.asarray(as_float_array(positions, "positions"), dtype=np.float64),
+                     "positions")
+        return pos[..., None] * self.inv_freq(d_head)  # (..., T, Dh/2)
 
     def apply(self, x: np.ndarray, positions) -> np.ndarray:
-        """:func:`apply_rope` with these settings; x (..., T, Dh) → same shape."""
-        return apply_rope(x, positions, self.base, self.convention, self.scale)
+        """:func:`apply_rope` with these settings; x (..., T, Dh) → same shape.
+
+        With ``scaling="pi"`` exactly :func:`apply_rope`; otherwise the pairs turn by
+        :meth:`angles` and the result is multiplied by :attr:`attention_factor`.
+        """
+        if self.scaling == "pi":
+            return apply_rope(x, positions, self.base, self.convention, self.scale)
+        x = at_least_2d(as_float_array(x, "x"), "x", "(..., T, Dh)")
+        d_head = rope_head(x.shape[-1], f"x.shape={x.shape}")
+        out = _rotate_pairs(x, self.angles(positions, d_head), positions, self.convention)
+        factor = self.attention_factor
+        if factor != 1.0:
+            out *= np.asarray(factor, dtype=out.dtype)
+        return out
 
 
 def ntk_scaled_base(base: float, scale: float, d_head: int) -> float:
@@ -302,6 +366,165 @@ def ntk_scaled_base(base: float, scale: float, d_head: int) -> float:
     if d_head < 4:
         raise ValueError(f"NTK スケーリングには d_head が 4 以上必要です: d_head={d_head}")
     return base * scale ** (d_head / (d_head - 2))
+
+
+def _check_yarn(base: float, beta_fast: float, beta_slow: float) -> None:
+    """YaRN needs base > 1 (its band limits divide by ln base) and β_fast > β_slow > 0."""
+    if base <= 1.0:
+        raise ValueError(
+            f"YaRN には 1 より大きい base が必要です（ln(base) で割るため）: base={base}")
+    positive_float(beta_slow, "beta_slow")
+    positive_float(beta_fast, "beta_fast")
+    if beta_fast <= beta_slow:
+        raise ValueError(
+            f"beta_fast は beta_slow より大きい必要があります: beta_fast={beta_fast}, "
+            f"beta_slow={beta_slow}"
+        )
+
+
+def yarn_correction_range(
+    d_head: int, base: float, original_max_len: int, *, beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> tuple[int, int]:
+    """YaRN's band edges: the pair indices where the linear ramp starts and ends.
+
+    Pair i of dimension index 2i turns ``L / λ_i`` times over the trained length L
+    (λ_i = 2π·base^(2i/Dh) its wavelength). The index where it turns r times is
+    ``Dh · ln(L / (2π r)) / (2 ln base)`` (the reference implementation's
+    ``find_correction_dim``); ``low`` is that index for ``beta_fast`` rotations rounded
+    down, ``high`` for ``beta_slow`` rounded up, both clamped to ``[0, Dh − 1]`` (the
+    reference clamps ``low`` only from below and ``high`` only from above; the two agree
+    whenever the band lies inside the head, as for every trained length in practice).
+
+    Returns
+    -------
+    (low, high) : tuple of int
+        Pairs up to ``low`` keep their frequency, pairs from ``high`` on are interpolated.
+
+    Taught in chapter 09.
+    """
+    d_head = even_int(d_head, "d_head")
+    base = positive_float(base, "base")
+    original_max_len = positive_int(original_max_len, "original_max_len")
+    _check_yarn(base, beta_fast, beta_slow)
+
+    def dim(rotations: float) -> float:
+        return d_head * math.log(original_max_len / (rotations * 2 * math.pi)) / (
+            2 * math.log(base))
+
+    low = min(max(math.floor(dim(beta_fast)), 0), d_head - 1)
+    high = min(max(math.ceil(dim(beta_slow)), 0), d_head - 1)
+    return low, high
+
+
+def yarn_ramp(
+    d_head: int, base: float, original_max_len: int, *, beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> np.ndarray:
+    """YaRN's linear ramp over the pairs: 0 = keep the frequency, 1 = interpolate.
+
+    ``clip((i − low) / (high − low), 0, 1)`` for pair i with the band edges of
+    :func:`yarn_correction_range` (``high`` is nudged by 0.001 if it equals ``low``, as
+    in the reference implementation).
+
+    Returns
+    -------
+    np.ndarray
+        Shape (Dh/2,), from 0 (fast pairs) up to 1 (slow pairs).
+
+    Taught in chapter 09.
+    """
+    low, high = yarn_correction_range(d_head, base, original_max_len,
+                                      beta_fast=beta_fast, beta_slow=beta_slow)
+    if low == high:
+        high += 0.001  # as the reference: no division by zero
+    i = np.arange(d_head // 2, dtype=np.float64)  # (Dh/2,)
+    return np.clip((i - low) / (high - low), 0.0, 1.0)
+
+
+def yarn_inv_freq(
+    d_head: int, base: float, scale: float, original_max_len: int, *,
+    beta_fast: float = 32.0, beta_slow: float = 1.0,
+) -> np.ndarray:
+    """The per-pair RoPE frequencies of YaRN (Peng et al., 2023, §3).
+
+    ``θ'_i = θ_i/s · r_i + θ_i · (1 − r_i)`` with ``θ_i = base^(−2i/Dh)`` and the ramp
+    ``r`` of :func:`yarn_ramp`: fast pairs (many turns within the trained length) keep
+    their frequency, slow pairs are divided by the scale s as in position interpolation,
+    and the pairs in between are blended linearly.
+
+    Parameters
+    ----------
+    d_head : int
+        Head width Dh, even.
+    base : float
+        The trained base, > 1.
+    scale : float
+        Context scale s = L_target / L_train.
+    original_max_len : int
+        The trained length L_train.
+    beta_fast, beta_slow : float
+        Band limits in rotations over L_train (β = 32 and α = 1 in the paper for LLaMA).
+
+    Returns
+    -------
+    np.ndarray
+        Shape (Dh/2,), float64.
+
+    Taught in chapter 09.
+    """
+    scale = positive_float(scale, "scale")
+    ramp = yarn_ramp(d_head, base, original_max_len, beta_fast=beta_fast,
+                     beta_slow=beta_slow)  # (Dh/2,)
+    theta = float(base) ** (-2.0 * np.arange(d_head // 2) / d_head)  # (Dh/2,)
+    extrapolation_mask = 1.0 - ramp
+    return (theta / scale) * (1.0 - extrapolation_mask) + theta * extrapolation_mask
+
+
+def yarn_attention_factor(scale: float) -> float:
+    """YaRN's factor √(1/t) on q and k: 1 for s ≤ 1, else ``0.1 · ln(s) + 1``.
+
+    Multiplying both q and k by it multiplies the scores by ``1/t = (0.1 ln s + 1)²``:
+    a lower softmax temperature that keeps attention as sharp as at the trained length.
+
+    Taught in chapter 09.
+    """
+    scale = positive_float(scale, "scale")
+    return 1.0 if scale <= 1.0 else 0.1 * math.log(scale) + 1.0
+
+
+def rope_inv_freq(
+    d_head: int, base: float = 10000.0, scale: float = 1.0, scaling: str = "pi",
+    original_max_len: int | None = None, *, beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> np.ndarray:
+    """Angle per position of each RoPE pair after stretching the context ``scale`` times.
+
+    ``"pi"``: θ_i / s; ``"ntk"``: θ_i of :func:`ntk_scaled_base`; ``"yarn"``:
+    :func:`yarn_inv_freq` (needs ``original_max_len``). With ``scale = 1`` every method
+    gives the plain θ_i = base^(−2i/Dh).
+
+    Returns
+    -------
+    np.ndarray
+        Shape (Dh/2,), float64.
+
+    Taught in chapter 09.
+    """
+    d_head = even_int(d_head, "d_head")
+    base = positive_float(base, "base")
+    scale = positive_float(scale, "scale")
+    choice(scaling, "scaling", ROPE_SCALINGS)
+    i = np.arange(d_head // 2)
+    if scaling == "pi":
+        return base ** (-2.0 * i / d_head) / scale
+    if scaling == "ntk":
+        return ntk_scaled_base(base, scale, d_head) ** (-2.0 * i / d_head)
+    if original_max_len is None:
+        raise ValueError("scaling='yarn' には訓練時の長さ original_max_len が必要です: "
+                         "original_max_len=None")
+    return yarn_inv_freq(d_head, base, scale, original_max_len, beta_fast=beta_fast,
+                         beta_slow=beta_slow)
 
 
 # --- ALiBi -------------------------------------------------------------------------------------

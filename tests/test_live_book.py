@@ -136,6 +136,8 @@ def test_the_renderer_returns_one_image_per_state_and_controls():
     shown = [img for img in images.children if live_book.HIDDEN_CLASS not in img["classes"]]
     assert len(shown) == 1 and all(img["alt"].startswith(description["title"])
                                    for img in images.children)
+    assert "loading" not in shown[0]  # the default state loads with the page, the rest lazily
+    assert all(img["loading"] == "lazy" for img in images.children if img is not shown[0])
     assert len(written) == len(states)  # every state a different picture
 
 

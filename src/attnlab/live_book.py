@@ -10,7 +10,8 @@ figure again from :data:`attnlab.widgets.WIDGETS`, renders every state with the 
 - one raw HTML block of controls of the same kind, label and order as the live ones
   (a range slider, toggle buttons, a select, a checkbox), each with an accessible name;
 - one Sphinx image node per state (so Sphinx copies the files), all hidden but the
-  default state's.
+  default state's, and those with ``loading="lazy"``: a reader's browser fetches a state's
+  picture only when the controls show it.
 
 ``_static/attnlab-live.js`` (the project's own, no CDN) switches the images when a control
 moves. Other builders, Colab and a notebook opened without running show the PNG; in a
@@ -171,6 +172,8 @@ def live_figure_nodes(renderer, description: dict[str, Any], prefix: str) -> lis
         alt = f"{description['title']}（{state_label(description, indices)}）"
         image = nodes.image(uri=uri, alt=alt)
         image["classes"] += [STATE_CLASS] + ([] if indices == default else [HIDDEN_CLASS])
+        if indices != default:  # fetched only when shown: the page loads one picture
+            image["loading"] = "lazy"
         images.append(image)
     container.append(images)
     return [container]

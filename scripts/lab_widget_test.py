@@ -66,15 +66,17 @@ LAB_SETTINGS = {
 
 # Resolves once the notebook is open and its kernel is idle (or throws after ``ms``);
 # from then on records the kernel's error and stderr messages.
-OPEN_JS = """async ms => {
+OPEN_JS = """async ([ms, path]) => {
   const deadline = Date.now() + ms;
   const within = (promise, what) => Promise.race([promise, new Promise((_, fail) =>
       setTimeout(() => fail(new Error(what)), Math.max(0, deadline - Date.now())))]);
   const app = window.jupyterapp;
   await within(app.restored, "JupyterLab did not start");
+  // the panel of this notebook (a restored workspace may show another one first)
   let panel = app.shell.currentWidget;
-  while (!(panel && panel.sessionContext && panel.content && panel.content.model)) {
-    if (Date.now() > deadline) throw new Error("no notebook panel");
+  while (!(panel && panel.sessionContext && panel.content && panel.content.model &&
+           panel.context && panel.context.path === path)) {
+    if (Date.now() > deadline) throw new Error(`no notebook panel for ${path}`);
     await new Promise(done => setTimeout(done, 100));
     panel = app.shell.currentWidget;
   }
@@ -413,9 +415,10 @@ def check_notebook(context, lab: Lab, path: Path, cells: list[int]) -> list[str]
     tab.on("console", lambda m: page_errors.append(f"コンソールのエラー：{m.text[:300]}")
            if m.type == "error" else None)
     start = time.perf_counter()
-    tab.goto(f"{lab.base}/lab/tree/{path.name}?token={lab.token}", wait_until="load")
+    # ?reset: a fresh workspace, so the notebooks opened before this one stay closed
+    tab.goto(f"{lab.base}/lab/tree/{path.name}?reset&token={lab.token}", wait_until="load")
     tab.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-    opened = tab.evaluate(OPEN_JS, SERVER_TIMEOUT * 1000)
+    opened = tab.evaluate(OPEN_JS, [SERVER_TIMEOUT * 1000, path.name])
     print(f"  {path.name}：カーネル {opened['kernel']}、セル {opened['cells']} 個"
           f"（{time.perf_counter() - start:.1f} 秒）")
     problems: list[str] = []

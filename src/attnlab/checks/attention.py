@@ -22,6 +22,8 @@ from attnlab.checks.core import (
     checker,
     raised_message,
     returned_array,
+    returned_pair,
+    shape_of,
 )
 
 _MASK_MODES = ("right", "ignored", "zero", "inverted", "after_softmax")
@@ -149,44 +151,16 @@ def _probe_score_form(func: Callable) -> str | None:
     return None
 
 
-def _shape(value: Any) -> tuple[int, ...] | None:
-    try:
-        return np.shape(value)
-    except Exception:  # ragged nested lists
-        return None
-
-
 def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
     Tq, Tk, d_v = case.q.shape[0], case.k.shape[0], case.v.shape[1]
-    if value is None:
-        raise Mistake("None が返されました。最後に return out, weights を書き忘れていませんか。")
-    if not isinstance(value, (tuple, list)):
-        shape = _shape(value) if isinstance(value, np.ndarray) else None
-        if shape == (Tq, d_v):
-            raise Mistake(
-                "出力 out だけを返しています。return out, weights のように重みも返してください。"
-            )
-        if shape == (Tq, Tk):
-            raise Mistake(
-                "重み weights だけを返しています。return out, weights と出力も返してください。"
-            )
+    first, second = returned_pair(value, (Tq, d_v), (Tq, Tk))
+    if shape_of(second) == (Tk, Tq) != (Tq, Tk):
         raise Mistake(
-            f"返り値が {type(value).__name__} です。(out, weights) の 2 つ組を返してください。"
-        )
-    if len(value) != 2:
-        raise Mistake(
-            f"返り値の要素が {len(value)} 個です。(out, weights) の 2 つを返してください。"
-        )
-    first, second = (_shape(x) for x in value)
-    if first == (Tq, Tk) and second == (Tq, d_v) and (Tq, Tk) != (Tq, d_v):
-        raise Mistake("out と weights の順番が逆です。return out, weights の順に返してください。")
-    if second == (Tk, Tq):
-        raise Mistake(
-            f"weights の形が (Tk, Tq) = {second} です。スコアを k @ q.T で作っていませんか。"
+            f"weights の形が (Tk, Tq) = {(Tk, Tq)} です。スコアを k @ q.T で作っていませんか。"
             f"クエリが行になるよう q @ k.T で (Tq, Tk) = {(Tq, Tk)} にしてください。"
         )
-    out = returned_array(value[0], "out（1 つ目の返り値）", (Tq, d_v))
-    weights = returned_array(value[1], "weights（2 つ目の返り値）", (Tq, Tk))
+    out = returned_array(first, "out（1 つ目の返り値）", (Tq, d_v))
+    weights = returned_array(second, "weights（2 つ目の返り値）", (Tq, Tk))
     return out, weights
 
 

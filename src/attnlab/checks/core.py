@@ -93,6 +93,51 @@ def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
             return Raised(err)
 
 
+def shape_of(value: Any) -> tuple[int, ...] | None:
+    """``np.shape`` of something the student returned; None for ragged nested lists.
+
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    """
+    try:
+        return np.shape(value)
+    except Exception:  # ragged nested lists
+        return None
+
+
+def returned_pair(value: Any, out_shape: Sequence[int],
+                  weights_shape: Sequence[int]) -> tuple[Any, Any]:
+    """The two parts of an ``(out, weights)`` answer, or a :class:`Mistake` saying why not.
+
+    Explains None, a single array (recognised as out or weights alone by its shape), a
+    container of another length, and the two parts swapped. The parts are returned as
+    given; check them with :func:`returned_array`.
+
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    """
+    out_shape, weights_shape = tuple(out_shape), tuple(weights_shape)
+    if value is None:
+        raise Mistake("None が返されました。最後に return out, weights を書き忘れていませんか。")
+    if not isinstance(value, tuple | list):
+        shape = shape_of(value) if isinstance(value, np.ndarray) else None
+        if shape == out_shape != weights_shape:
+            raise Mistake("出力 out だけを返しています。return out, weights のように重みも返し、"
+                          "(out, weights) の 2 つ組にしてください。")
+        if shape == weights_shape != out_shape:
+            raise Mistake("重み weights だけを返しています。return out, weights と出力も返し、"
+                          "(out, weights) の 2 つ組にしてください。")
+        raise Mistake(
+            f"返り値が {type(value).__name__} です。(out, weights) の 2 つ組を返してください。"
+        )
+    if len(value) != 2:
+        raise Mistake(
+            f"返り値の要素が {len(value)} 個です。(out, weights) の 2 つを返してください。"
+        )
+    first, second = (shape_of(part) for part in value)
+    if first == weights_shape and second == out_shape and out_shape != weights_shape:
+        raise Mistake("out と weights の順番が逆です。return out, weights の順に返してください。")
+    return value[0], value[1]
+
+
 def returned_array(value: Any, name: str, shape: Sequence[int]) -> np.ndarray:
     """``value`` as a floating array of ``shape``, or a :class:`Mistake` saying what is wrong.
 

@@ -25,6 +25,8 @@ from attnlab.checks.core import (
     checker,
     raised_message,
     returned_array,
+    returned_pair,
+    shape_of,
 )
 from attnlab.costs import kv_cache_bytes
 
@@ -158,11 +160,8 @@ def _gqa_cases() -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarr
 def _unpack(value, name: str, H: int, Hkv: int, T: int, Dh: int):
     if isinstance(value, Raised):
         raise Mistake(raised_message(value, name))
-    if value is None:
-        raise Mistake("None が返されました。最後に return out, weights を書き忘れていませんか。")
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise Mistake("(out, weights) の 2 つ組を返してください。")
-    if np.shape(value[1]) == (Hkv, T, T) and Hkv != H:
+    value = returned_pair(value, (H, T, Dh), (H, T, T))
+    if shape_of(value[1]) == (Hkv, T, T) and Hkv != H:
         raise Mistake(
             f"{name}: weights の形が (Hkv, T, T) = {(Hkv, T, T)} です。重みはクエリヘッドごとに"
             f"できるので (H, T, T) = {(H, T, T)} です。K/V ヘッドを H 個に広げてから計算して"

@@ -29,6 +29,8 @@ from attnlab.checks.core import (
     checker,
     raised_message,
     returned_array,
+    returned_pair,
+    shape_of,
 )
 
 _RTOL, _ATOL = 1e-4, 1e-6  # float32 answers pass, every mistake is far outside
@@ -38,11 +40,6 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=_RTOL, atol=_ATOL))
 
 
-def _shape(value: Any) -> tuple[int, ...] | None:
-    try:
-        return np.shape(value)
-    except Exception:  # ragged nested lists
-        return None
 
 
 # --- three ways to cut the last axis into heads (one right, two wrong) -------------------
@@ -109,7 +106,7 @@ def _diagnose_split(case: _SplitCase, value: Any) -> np.ndarray:
     H = case.n_heads
     d_head = D // H
     expected_shape = (*lead, H, T, d_head)
-    shape = _shape(value)
+    shape = shape_of(value)
     if shape == (*lead, T, H, d_head):
         raise Mistake(
             f"返り値の形が (…, T, H, Dh) = {shape} です。reshape の後で H と T の軸を入れ替えて、"
@@ -287,19 +284,8 @@ def _diagnose_out(case: _MHACase, out: np.ndarray, weights: np.ndarray) -> str:
 def _unpack_mha(value: Any, case: _MHACase) -> tuple[np.ndarray, np.ndarray]:
     T, D = case.x.shape
     H = case.n_heads
-    if value is None:
-        raise Mistake("None が返されました。最後に return out, weights を書き忘れていませんか。")
-    if not isinstance(value, (tuple, list)):
-        raise Mistake(
-            f"返り値が {type(value).__name__} です。(out, weights) の 2 つ組を返してください。"
-        )
-    if len(value) != 2:
-        raise Mistake(
-            f"返り値の要素が {len(value)} 個です。(out, weights) の 2 つを返してください。"
-        )
-    first, second = (_shape(x) for x in value)
-    if first == (H, T, T) and second == (T, D):
-        raise Mistake("out と weights の順番が逆です。return out, weights の順に返してください。")
+    value = returned_pair(value, (T, D), (H, T, T))
+    second = shape_of(value[1])
     out = returned_array(value[0], "out（1 つ目の返り値）", (T, D))
     if second in ((T, T), (1, T, T)) or second == (H, T, T):
         collapsed = _collapsed(value[1], case)

@@ -157,6 +157,11 @@ def lookup_positions(table: np.ndarray, positions) -> np.ndarray:
 
 # --- RoPE ------------------------------------------------------------------------------------
 
+def _rope_theta(d_head: int, base: float) -> np.ndarray:
+    """θ_i = base^(−2i/Dh) for i = 0 … Dh/2 − 1: the angle per position of pair i."""
+    return base ** (-2.0 * np.arange(d_head // 2) / d_head)  # (Dh/2,)
+
+
 def rope_angles(positions, d_head: int, base: float = 10000.0, scale: float = 1.0) -> np.ndarray:
     """Rotation angles of RoPE: ``(pos / scale) · θ_i`` with ``θ_i = base^(−2i/Dh)``.
 
@@ -183,8 +188,7 @@ def rope_angles(positions, d_head: int, base: float = 10000.0, scale: float = 1.
     scale = positive_float(scale, "scale")
     pos = finite(np.asarray(as_float_array(positions, "positions"), dtype=np.float64),
                  "positions")
-    theta = base ** (-2.0 * np.arange(d_head // 2) / d_head)  # (Dh/2,)
-    return (pos / scale)[..., None] * theta  # (..., T, Dh/2)
+    return (pos / scale)[..., None] * _rope_theta(d_head, base)  # (..., T, Dh/2)
 
 
 def apply_rope(
@@ -476,7 +480,7 @@ def yarn_inv_freq(
     scale = positive_float(scale, "scale")
     ramp = yarn_ramp(d_head, base, original_max_len, beta_fast=beta_fast,
                      beta_slow=beta_slow)  # (Dh/2,)
-    theta = float(base) ** (-2.0 * np.arange(d_head // 2) / d_head)  # (Dh/2,)
+    theta = _rope_theta(d_head, float(base))  # (Dh/2,)
     extrapolation_mask = 1.0 - ramp
     return (theta / scale) * (1.0 - extrapolation_mask) + theta * extrapolation_mask
 
@@ -515,11 +519,10 @@ def rope_inv_freq(
     base = positive_float(base, "base")
     scale = positive_float(scale, "scale")
     choice(scaling, "scaling", ROPE_SCALINGS)
-    i = np.arange(d_head // 2)
     if scaling == "pi":
-        return base ** (-2.0 * i / d_head) / scale
+        return _rope_theta(d_head, base) / scale
     if scaling == "ntk":
-        return ntk_scaled_base(base, scale, d_head) ** (-2.0 * i / d_head)
+        return _rope_theta(d_head, ntk_scaled_base(base, scale, d_head))
     if original_max_len is None:
         raise ValueError("scaling='yarn' には訓練時の長さ original_max_len が必要です: "
                          "original_max_len=None")

@@ -19,18 +19,8 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts import grade  # noqa: E402
-from scripts.book import NOTEBOOKS  # noqa: E402
-from scripts.make_student import STUB, student_notebook  # noqa: E402
+from tests.test_grade import CHECK, CORRECT, submission  # noqa: E402
 
-CORRECT = """\
-def my_attention(q, k, v, mask=None):
-    scores = q @ k.T / np.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights = e / e.sum(axis=-1, keepdims=True)
-    return weights @ v, weights
-"""
 ANSWERS = [
     CORRECT,
     CORRECT.replace(" / np.sqrt(q.shape[-1])", ""),
@@ -46,14 +36,10 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=30)
     parser.add_argument("--limit", type=float, default=60.0)
     args = parser.parse_args()
-    chapter = NOTEBOOKS / "01_attention_review.ipynb"
     with tempfile.TemporaryDirectory() as folder:
         for i in range(args.n):
-            nb, _ = student_notebook(nbformat.read(chapter, as_version=4), chapter.name)
             answer = ANSWERS[i % len(ANSWERS)]
-            if answer is not None:
-                cell = next(c for c in nb.cells if c.cell_type == "code" and STUB in c.source)
-                cell.source = answer + "\n\ncheck_attention(my_attention)"
+            nb = submission(None if answer is None else answer + CHECK)
             nbformat.write(nb, Path(folder) / f"student_{i:02d}.ipynb")
         start = time.perf_counter()
         outcomes = grade.grade_folder(Path(folder))

@@ -74,17 +74,22 @@ def _exercise_cell(nb) -> int:
                 if c.cell_type == "code" and "def my_attention" in c.source and STUB in c.source)
 
 
+def submission(source: str | None) -> nbformat.NotebookNode:
+    """Chapter 01's student edition with the exercise cell's code replaced by ``source``
+    (None: the stub left as it is). benchmarks/grade_speed.py makes its class with it."""
+    nb = _student()
+    if source is not None:
+        nb.cells[_exercise_cell(nb)].source = source
+    return nb
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("submissions")
     for name, (source, _) in SUBMISSIONS.items():
-        nb = _student()
-        if source is not None:
-            nb.cells[_exercise_cell(nb)].source = source
-        nbformat.write(nb, folder / name)
+        nbformat.write(submission(source), folder / name)
     # a cell that raises before the exercise, in the chapter's narrative
-    nb = _student()
-    nb.cells[_exercise_cell(nb)].source = CORRECT + CHECK
+    nb = submission(CORRECT + CHECK)
     nb.cells.insert(3, nbformat.v4.new_code_cell("1 / 0"))
     nbformat.write(nb, folder / "raises_early.ipynb")
     # the exercise's cells deleted
@@ -92,9 +97,8 @@ def graded(tmp_path_factory):
     del nb.cells[_exercise_cell(nb)]
     nbformat.write(nb, folder / "cells_deleted.ipynb")
     # the chapter metadata lost: recognised by the exercise labels
-    nb = _student()
+    nb = submission(CORRECT + CHECK)
     nb.metadata.pop("attnlab")
-    nb.cells[_exercise_cell(nb)].source = CORRECT + CHECK
     (folder / "sub").mkdir()
     nbformat.write(nb, folder / "sub" / "no_metadata.ipynb")
     (folder / "broken.ipynb").write_text('{"cells": [', encoding="utf-8")

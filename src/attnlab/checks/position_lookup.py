@@ -169,8 +169,7 @@ def _check_outside(func: Callable, case: _Case, bad: int) -> None:
                   "出してください。")
 
 
-@checker("表の中の位置（リスト・2 次元配列・float32 の表）で table[positions] と一致し、"
-         "負の位置と len(table) 以上の位置では IndexError を出しました。")
+@checker("表の中では table[positions] と一致し、負や len(table) 以上では IndexError。")
 def check_position_lookup(func: Callable) -> None:
     """Check ``func(table, positions) -> rows`` against :func:`lookup_positions`.
 

@@ -370,11 +370,16 @@ class _Trace(NamedTuple):
 def _forward(params, tokens, config, ablate, for_backward: bool):
     """Logits (B, T, V) and the trace of the forward pass; arguments already checked."""
     keep = _check_ablate(ablate, config)
-    T = tokens.shape[1]
+    x = _embed(params, tokens, config)  # (B, T, D)
+    return _layers(params, x, config, keep, for_backward)
+
+
+def _layers(params, x, config, keep, for_backward: bool):
+    """The attention layers and the unembedding on the residual stream x (B, T, D)."""
+    T = x.shape[1]
     mask = causal_mask(T) if config.causal else None  # (T, T)
     bias = alibi_bias(config.n_heads, T, dtype=config.dtype) if (
         config.positional == "alibi") else None  # (H, T, T)
-    x = _embed(params, tokens, config)  # (B, T, D)
     inputs, passes = [], []
     for layer in range(config.n_layers):
         result = attention_pass(x, layer_weights(params, layer), config.heads, mask=mask,
@@ -413,6 +418,36 @@ def forward(params: dict, tokens: np.ndarray, config: ModelConfig, *, ablate=Non
     tokens = _check_tokens(tokens, config)
     logits, trace = _forward(params, tokens, config, ablate, for_backward=False)
     return Forward(logits, tuple(result.attn for result in trace.passes))
+
+
+def run_layers(params: dict, x: np.ndarray, config: ModelConfig) -> np.ndarray:
+    """The model's layers and unembedding on inputs ``x`` built outside it.
+
+    :func:`forward` is ``_embed`` (token embedding plus sinusoidal or learned positions)
+    followed by this; here the caller makes the input, e.g. with positions added another
+    way. RoPE and ALiBi still act inside attention as ``config`` says.
+
+    Parameters
+    ----------
+    params : dict of str to np.ndarray
+    x : np.ndarray
+        Shape (B, T, D): the residual stream before the first layer.
+    config : ModelConfig
+
+    Returns
+    -------
+    np.ndarray
+        Shape (B, T, V).
+
+    Not taught: the layer stack of :func:`forward`, for experiments that build the input.
+    """
+    config = check_config(config)
+    params = _check_params(params, config)
+    x = np.asarray(x, dtype=config.dtype)
+    if x.ndim != 3 or x.shape[-1] != config.d_model:
+        raise ValueError(f"x は (B, T, D={config.d_model}) の配列にしてください: "
+                         f"x.shape={x.shape}")
+    return _layers(params, x, config, {}, for_backward=False)[0]
 
 
 # --- loss and backward --------------------------------------------------------------------

@@ -2,8 +2,7 @@
 
 import numpy as np
 
-from attnlab.attention import attention_pass, causal_mask
-from attnlab.model import ModelConfig, check_config, layer_weights
+from attnlab.model import ModelConfig, check_config, run_layers
 from attnlab.positional import sinusoidal_encoding
 
 #: Widths the sinusoidal explorer offers.
@@ -77,12 +76,4 @@ def logits_from_embeddings(params: dict, x: np.ndarray, config: ModelConfig) -> 
         raise ValueError(
             f"positional={config.positional!r} のモデルは位置をアテンションの中で使うので、"
             "埋め込みからは計算できません（none・sinusoidal・learned のどれか）")
-    x = np.asarray(x, dtype=config.dtype)
-    if x.ndim != 3 or x.shape[-1] != config.d_model:
-        raise ValueError(f"x は (B, T, D={config.d_model}) の配列にしてください: "
-                         f"x.shape={x.shape}")
-    mask = causal_mask(x.shape[1]) if config.causal else None  # (T, T)
-    for layer in range(config.n_layers):
-        result = attention_pass(x, layer_weights(params, layer), config.heads, mask=mask)
-        x = x + result.out  # (B, T, D)
-    return x @ params["unembed"]  # (B, T, V)
+    return run_layers(params, x, config)  # (B, T, V)

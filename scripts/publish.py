@@ -152,7 +152,10 @@ def fork_warning(remote: str, remote_url: str, repository_url: str) -> str | Non
 def run_build(root: Path, build: str, site: Path) -> None:
     """Run the build command in ``root``; refuse when it fails or made no ``index.html``."""
     print(f"本をビルドします: {build}", flush=True)
-    result = subprocess.run(shlex.split(build), cwd=root)
+    try:
+        result = subprocess.run(shlex.split(build), cwd=root)
+    except (OSError, ValueError) as error:
+        raise Refusal(f"ビルドのコマンド {build!r} を実行できません: {error}") from None
     if result.returncode != 0:
         raise Refusal(
             f"本のビルドが失敗しました（{build}、終了コード {result.returncode}）。"
@@ -162,9 +165,9 @@ def run_build(root: Path, build: str, site: Path) -> None:
         raise Refusal(f"ビルドのあとに {site / 'index.html'} がありません。")
 
 
-def push_site(root: Path, remote: str, site: Path) -> str:
+def push_site(root: Path, remote: str, site: Path) -> tuple[str, bool]:
     """Write ``site`` as one new commit on top of the remote's ``gh-pages`` and push it;
-    returns the new commit's hash.
+    returns the new commit's hash and whether this publish created the branch.
 
     The remote's branch is fetched first into ``REMOTE/gh-pages``, which ghp-import takes as
     the parent (a first publish, with no such branch, starts the history).
@@ -185,7 +188,8 @@ def push_site(root: Path, remote: str, site: Path) -> str:
             f"ghp-import が {remote} の {BRANCH} に push できませんでした（終了コード "
             f"{done.returncode}）。上の git の出力を見てください。"
         )
-    return git(root, "rev-parse", "--short", f"refs/heads/{BRANCH}").stdout.strip()
+    commit = git(root, "rev-parse", "--short", f"refs/heads/{BRANCH}").stdout.strip()
+    return commit, found.returncode != 0
 
 
 def publish(root: Path, remote: str = "origin", build: str = DEFAULT_BUILD,
@@ -201,6 +205,9 @@ def publish(root: Path, remote: str = "origin", build: str = DEFAULT_BUILD,
         url = pages_url(repository_url)
     except ValueError as error:
         raise Refusal(f"公開先の URL がわかりません: {error}。") from None
+    inside = git(root, "rev-parse", "--is-inside-work-tree", check=False)
+    if inside.stdout.strip() != "true":
+        raise Refusal(f"{root} は git のリポジトリではありません。")
     problems, remote_url = [], None
     try:
         remote_url = check_remote(root, remote)
@@ -216,14 +223,15 @@ def publish(root: Path, remote: str = "origin", build: str = DEFAULT_BUILD,
     if warning:
         print(warning, flush=True)
     run_build(root, build, site)
-    commit = push_site(root, remote, site)
+    commit, first = push_site(root, remote, site)
     shown = site.relative_to(root) if site.is_relative_to(root) else site
     print(f"本を公開しました: {shown} → {remote} の {BRANCH}（コミット {commit}）")
     print(f"ページの URL: {url}")
-    print(
-        "（初めてなら、GitHub のリポジトリの Settings → Pages で Source を"
-        f"「Deploy from a branch」、ブランチを {BRANCH} の / (root) にしてください）"
-    )
+    if first:
+        print(
+            f"（{remote} に {BRANCH} ができました。GitHub のリポジトリの Settings → Pages で、"
+            f"Source を「Deploy from a branch」、ブランチを {BRANCH} の / (root) にしてください）"
+        )
     return url
 
 

@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
-        test-lab notebooks lab grade clean distclean
+        test-lab notebooks lab grade publish clean distclean
 
 help:
 	@echo "make book       本を _build/html に作る"
@@ -17,6 +17,7 @@ help:
 	@echo "make test-browser  本をビルドし、全ページを headless Chromium で開いて確かめる"
 	@echo "make test-lab   JupyterLab でライブ図を実行し、headless Chromium で操作して図が動くか確かめる"
 	@echo "make grade SUBMISSIONS=フォルダー  提出されたノートブックを自己チェックで採点し、grades/ に表を書く"
+	@echo "make publish    厳格なビルドのあと、本を origin の gh-pages ブランチに公開する（REMOTE=名前 で別のリモート）"
 	@echo "make lab        JupyterLab で notebooks/ を開く"
 	@echo "make clean      生成物を消す（distclean は .venv も消す）"
 
@@ -38,8 +39,10 @@ book: warm
 
 test: lint unit nbval student-test build
 
+# actionlint checks .github/workflows/ (and their run: scripts with shellcheck, where installed).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks
+	$(BIN)/actionlint
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests
@@ -89,6 +92,15 @@ test-browser: build $(BROWSER_DEPS)
 # Screenshots go to screenshots/lab/.
 test-lab: warm
 	$(BIN)/python -m scripts.lab_widget_test
+
+# Publish the book: the strict build above (target build), then _build/html to the gh-pages
+# branch of REMOTE with ghp-import, as one more commit, and the pages' URL from _config.yml.
+# scripts/publish.py refuses, before building, when REMOTE is missing or notebooks/ or
+# src/attnlab have uncommitted changes. PUBLISH_BUILD: tests/test_publish.py swaps in a fake.
+REMOTE = origin
+PUBLISH_BUILD = $(MAKE) --no-print-directory build
+publish: $(STAMP)
+	$(BIN)/python -m scripts.publish --remote "$(REMOTE)" --build "$(PUBLISH_BUILD)"
 
 notebooks: warm
 	$(BIN)/python -m scripts.run_notebooks

@@ -112,7 +112,7 @@ def _diagnose_weights(case: _Case, weights: np.ndarray) -> str:
             "softmax の分母は、同じ行の exp の和です。"
         )
     return (
-        "重みが正しい値と一致しません。スコア q @ k.T → √d_k で割る → マスク → "
+        "重みが正しい値と一致しません。スケーリング前のスコア q @ k.T → √d_k で割る → マスク → "
         "行ごとの softmax、の順に、途中の値を scaled_dot_product_attention と比べてみてください。"
     )
 
@@ -156,7 +156,8 @@ def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
     first, second = returned_pair(value, (Tq, d_v), (Tq, Tk))
     if shape_of(second) == (Tk, Tq) != (Tq, Tk):
         raise Mistake(
-            f"weights の形が (Tk, Tq) = {(Tk, Tq)} です。スコアを k @ q.T で作っていませんか。"
+            f"weights の形が (Tk, Tq) = {(Tk, Tq)} です。"
+            "スケーリング前のスコアを k @ q.T で作っていませんか。"
             f"クエリが行になるよう q @ k.T で (Tq, Tk) = {(Tq, Tk)} にしてください。"
         )
     out = returned_array(first, "out（1 つ目の返り値）", (Tq, d_v))
@@ -164,8 +165,7 @@ def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
     return out, weights
 
 
-@checker("隠れたテストケース（マスクなし・マスクあり・とても大きなスコア）で、"
-         "出力も重みも scaled_dot_product_attention と一致しました。")
+@checker("隠れた 3 つのケースで、出力も重みも一致しました。")
 def check_attention(func: Callable) -> None:
     """Check ``func(q, k, v, mask=None) -> (out, weights)`` against the reference.
 
@@ -203,7 +203,7 @@ def check_attention(func: Callable) -> None:
                 )
             elif (form := _probe_score_form(func)) is not None:
                 message += (
-                    f"スコアを {form} で計算していませんか。正しくは q @ k.T で、"
+                    f"スケーリング前のスコアを {form} で計算していませんか。正しくは q @ k.T で、"
                     f"形は (Tq, Tk) = {(case.q.shape[0], case.k.shape[0])} です。"
                 )
             elif isinstance(result.error, ValueError) and "matmul" in str(result.error):

@@ -126,6 +126,7 @@ DARK_MODE_JS = 'localStorage.setItem("mode", "dark"); localStorage.setItem("them
 AXE_RUN_JS = """async () => {
   const folded = [...document.querySelectorAll(".toggle-hidden")];
   folded.forEach(e => e.classList.remove("toggle-hidden"));
+  await new Promise(done => setTimeout(done, 100));  // the page's observers see the unfold
   const result = await axe.run(document, {resultTypes: ["violations"]});
   folded.forEach(e => e.classList.add("toggle-hidden"));
   return {theme: document.documentElement.dataset.theme || "",

@@ -233,3 +233,21 @@ def test_a_live_figure_gives_its_default_state_the_cells_alt_and_the_others_thei
     hidden = [img["alt"] for img in images if img not in shown]
     assert hidden and all(a.startswith(f"{description['title']}（") for a in hidden)
     assert len(set(hidden)) == len(hidden)  # each state its own alt text
+
+
+def test_the_browser_test_gets_axe_core_pinned_from_the_lockfile_and_excuses_nothing_silently():
+    import json
+
+    from scripts import browser_test
+    from scripts.book import ROOT
+
+    package = json.loads((ROOT / "tests/browser/package.json").read_text(encoding="utf-8"))
+    lock = json.loads((ROOT / "tests/browser/package-lock.json").read_text(encoding="utf-8"))
+    version = package["dependencies"]["axe-core"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version)  # pinned: the same rules on every run
+    assert lock["packages"]["node_modules/axe-core"]["version"] == version
+    assert browser_test.AXE_LOCAL.parts[-3:] == ("node_modules", "axe-core", "axe.min.js")
+    assert browser_test.AXE_FAILING == ("critical", "serious")
+    for rule, fragment, reason in browser_test.AXE_EXCEPTIONS:
+        assert rule and fragment and len(reason) > 20, (rule, fragment)
+    assert browser_test.axe_exception("color-contrast", "#no-such-node") is None

@@ -123,12 +123,19 @@ DARK_MODE_JS = 'localStorage.setItem("mode", "dark"); localStorage.setItem("them
 # Runs axe-core (already injected) on the whole page; returns its violations, trimmed.
 # The folded solutions (sphinx-togglebutton hides a dropdown admonition's body with the
 # class toggle-hidden) are unfolded while axe runs, so their text and code are checked too.
+# Transitions are switched off meanwhile: the unfold fades in over 0.3 s, and axe measuring
+# half-transparent text would report contrast that no reader sees (and flakily).
 AXE_RUN_JS = """async () => {
+  const still = document.createElement("style");
+  still.textContent = "*, *::before, *::after { transition: none !important; " +
+                      "animation: none !important; }";
+  document.head.appendChild(still);
   const folded = [...document.querySelectorAll(".toggle-hidden")];
   folded.forEach(e => e.classList.remove("toggle-hidden"));
   await new Promise(done => setTimeout(done, 100));  // the page's observers see the unfold
   const result = await axe.run(document, {resultTypes: ["violations"]});
   folded.forEach(e => e.classList.add("toggle-hidden"));
+  still.remove();
   return {theme: document.documentElement.dataset.theme || "",
           violations: result.violations.map(v => ({
             id: v.id, impact: v.impact, help: v.help,

@@ -10,6 +10,12 @@
     var images = figure.querySelectorAll("img.attnlab-live-state");
     var counts = controls.map(function (c) { return Number(c.dataset.count); });
     var state = controls.map(function (c) { return Number(c.dataset.default); });
+    // A polite live region: a screen reader hears the alt text of the picture now shown.
+    var status = document.createElement("p");
+    status.className = "attnlab-live-status";
+    status.setAttribute("aria-live", "polite");
+    figure.appendChild(status);
+    var ready = false;
 
     function show() {
       var number = 0;
@@ -18,6 +24,7 @@
         images[i].classList.toggle("attnlab-live-hidden", i !== number);
       }
       figure.dataset.state = String(number);
+      if (ready && images[number]) status.textContent = images[number].alt;
     }
 
     controls.forEach(function (control, k) {
@@ -68,6 +75,7 @@
     });
     figure.classList.add("attnlab-live-ready");
     show();
+    ready = true;
   }
 
   function setUpAll() {

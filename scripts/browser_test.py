@@ -16,7 +16,14 @@ or ``$CHROMIUM``). Per page:
 - every control of every live figure (``div.attnlab-live``, see ``attnlab.live_book``) moved
   through all its values (sliders with the keyboard): one image shows, it changes with the
   state, and its file is the pure render of that state;
-- a full-page screenshot in ``screenshots/``.
+- axe-core (``tests/browser/node_modules/axe-core``, injected from disk) finds no violation
+  of impact "serious" or "critical" (contrast, names of controls, alt text, language…),
+  once in light mode and once in dark mode (a second browser context whose localStorage
+  says ``mode``/``theme`` = ``dark``, as the theme's switcher leaves it). Each violation is
+  printed with its rule, page and node; :data:`AXE_EXCEPTIONS` lists the few left on
+  purpose, each with its reason. Counts per page and impact are printed and written to
+  ``screenshots/axe.json``;
+- a full-page screenshot in ``screenshots/`` (dark mode: ``…__dark.png``).
 
 Then a Japanese search on ``search.html`` must list chapter 01 for each term of
 ``SEARCH_TERMS``.
@@ -27,6 +34,7 @@ which ``make test-browser`` runs); every other request off 127.0.0.1 gets an emp
 and is listed.
 """
 
+import json
 import mimetypes
 import os
 import sys
@@ -47,6 +55,7 @@ from scripts.book import ROOT, toc_pages
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/"
 MATHJAX_LOCAL = ROOT / "tests" / "browser" / "node_modules" / "mathjax" / "es5"
+AXE_LOCAL = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
 SCREENSHOTS = ROOT / "screenshots"
 SEARCH_PAGE = "notebooks/01_attention_review"
 SEARCH_TERMS = ["因果", "飽和", "重み付き平均", "softmax"]
@@ -96,6 +105,78 @@ WIDGETS_JS = """() => [...document.querySelectorAll("div.tag_widget")].map(div =
     text: outputs.map(o => o.innerText).join("\\n"),
   };
 })"""
+
+
+# axe-core's impacts, worst first; a violation of the first two fails the test.
+AXE_IMPACTS = ("critical", "serious", "moderate", "minor")
+AXE_FAILING = ("critical", "serious")
+
+# Violations left on purpose: (rule id, a substring of the node's CSS target, the reason).
+# Keep this list short and every reason true; a new violation never matches by accident
+# because both the rule and the node must match.
+AXE_EXCEPTIONS: tuple[tuple[str, str, str], ...] = ()
+
+# The theme's own switch: pydata-sphinx-theme reads localStorage "mode" (light/dark/auto)
+# and "theme" before the page is drawn. A reader who chose dark mode has both set.
+DARK_MODE_JS = 'localStorage.setItem("mode", "dark"); localStorage.setItem("theme", "dark");'
+
+# Runs axe-core (already injected) on the whole page; returns its violations, trimmed.
+# The folded solutions (sphinx-togglebutton hides a dropdown admonition's body with the
+# class toggle-hidden) are unfolded while axe runs, so their text and code are checked too.
+# Transitions are switched off meanwhile: the unfold fades in over 0.3 s, and axe measuring
+# half-transparent text would report contrast that no reader sees (and flakily).
+AXE_RUN_JS = """async () => {
+  const still = document.createElement("style");
+  still.textContent = "*, *::before, *::after { transition: none !important; " +
+                      "animation: none !important; }";
+  document.head.appendChild(still);
+  const folded = [...document.querySelectorAll(".toggle-hidden")];
+  folded.forEach(e => e.classList.remove("toggle-hidden"));
+  await new Promise(done => setTimeout(done, 100));  // the page's observers see the unfold
+  const result = await axe.run(document, {resultTypes: ["violations"]});
+  folded.forEach(e => e.classList.add("toggle-hidden"));
+  still.remove();
+  return {theme: document.documentElement.dataset.theme || "",
+          violations: result.violations.map(v => ({
+            id: v.id, impact: v.impact, help: v.help,
+            nodes: v.nodes.map(n => ({target: n.target.join(" "), impact: n.impact,
+                                      summary: (n.failureSummary || "").slice(0, 300)}))}))};
+}"""
+
+
+def axe_exception(rule: str, target: str) -> str | None:
+    """The reason a violation of ``rule`` on the node ``target`` is left, else None."""
+    for rule_id, fragment, reason in AXE_EXCEPTIONS:
+        if rule == rule_id and fragment in target:
+            return reason
+    return None
+
+
+def run_axe(tab, mode: str) -> tuple[list[str], dict[str, int], list[str]]:
+    """axe-core on the open page: failing violations, counts per impact, excused ones.
+
+    Counts are of nodes (one violation of a rule on three nodes counts three), by the
+    node's own impact.
+    """
+    tab.add_script_tag(path=str(AXE_LOCAL))
+    result = tab.evaluate(AXE_RUN_JS)
+    problems, excused = [], []
+    counts = dict.fromkeys(AXE_IMPACTS, 0)
+    if result["theme"] != mode:
+        problems.append(f"axe（{mode}）：テーマが {result['theme']!r} です（{mode} のはず）")
+    for violation in result["violations"]:
+        for node in violation["nodes"]:
+            impact = node["impact"] or violation["impact"] or "minor"
+            counts[impact] += 1
+            if impact not in AXE_FAILING:
+                continue
+            line = (f"axe（{mode}）{violation['id']} [{impact}] {node['target']}："
+                    f"{violation['help']}")
+            if reason := axe_exception(violation["id"], node["target"]):
+                excused.append(f"{line}（例外：{reason}）")
+            else:
+                problems.append(f"{line} — {node['summary']}")
+    return problems, counts, excused
 
 
 def fontconfig_with_japanese(folder: Path) -> Path:
@@ -281,11 +362,8 @@ def check_live_figures(tab, site: Path, page: str, renders: PureRenders) -> tupl
     return problems, moves
 
 
-def check_page(context, router: "Router", base: str, page: str,
-               site: Path | None = None, renders: "PureRenders | None" = None,
-               ) -> tuple[list[str], str]:
-    problems: list[str] = []
-    tab = context.new_page()
+def _watch(tab, router: "Router", base: str, page: str, problems: list[str]) -> None:
+    """Console errors, exceptions, failed requests and error responses become problems."""
     def on_console(message):
         if message.type != "error":
             return
@@ -300,6 +378,15 @@ def check_page(context, router: "Router", base: str, page: str,
         f"読み込み失敗：{r.url}（{r.failure}）") if r.url.startswith(base) else None)
     tab.on("response", lambda r: problems.append(f"HTTP {r.status}：{r.url}")
            if r.url.startswith(base) and r.status >= 400 else None)
+
+
+def check_page(context, router: "Router", base: str, page: str,
+               site: Path | None = None, renders: "PureRenders | None" = None,
+               axe_counts: dict | None = None, excused: list[str] | None = None,
+               ) -> tuple[list[str], str]:
+    problems: list[str] = []
+    tab = context.new_page()
+    _watch(tab, router, base, page, problems)
     start = time.perf_counter()
     tab.goto(f"{base}/{page}.html", wait_until="load")
 
@@ -328,12 +415,48 @@ def check_page(context, router: "Router", base: str, page: str,
         tab, site, page, renders or PureRenders())
     problems += live_problems
 
+    axe_problems, counts, left = run_axe(tab, "light")
+    problems += axe_problems
+    if axe_counts is not None:
+        axe_counts.setdefault(page, {})["light"] = counts
+    if excused is not None:
+        excused += [f"{page}: {line}" for line in left]
+
     SCREENSHOTS.mkdir(exist_ok=True)
     tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}.png"), full_page=True)
     tab.close()
     summary = (f"画像 {images['count']}、数式 {math['count']}、ウィジェット {len(widgets)}、"
-               f"ライブ図の操作 {moves} 回、{time.perf_counter() - start:.1f} 秒")
+               f"ライブ図の操作 {moves} 回、axe {_counts_text(counts)}、"
+               f"{time.perf_counter() - start:.1f} 秒")
     return problems, summary
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    return " ".join(f"{impact} {counts[impact]}" for impact in AXE_IMPACTS)
+
+
+def check_page_dark(context, router: "Router", base: str, page: str,
+                    axe_counts: dict | None = None, excused: list[str] | None = None,
+                    ) -> tuple[list[str], str]:
+    """The page in dark mode (``context`` has :data:`DARK_MODE_JS`): axe and a screenshot."""
+    problems: list[str] = []
+    tab = context.new_page()
+    _watch(tab, router, base, page, problems)
+    tab.goto(f"{base}/{page}.html", wait_until="load")
+    tab.evaluate(IMAGES_JS)
+    math = tab.evaluate(MATH_JS)
+    if math["unrendered"] or math["errors"]:
+        problems.append("ダークモードで数式が描画されていません")
+    axe_problems, counts, left = run_axe(tab, "dark")
+    problems += axe_problems
+    if axe_counts is not None:
+        axe_counts.setdefault(page, {})["dark"] = counts
+    if excused is not None:
+        excused += [f"{page}: {line}" for line in left]
+    tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}__dark.png"),
+                   full_page=True)
+    tab.close()
+    return problems, f"axe {_counts_text(counts)}"
 
 
 def check_search(context, base: str) -> list[str]:
@@ -370,6 +493,9 @@ def main(site: Path) -> int:
     if not (MATHJAX_LOCAL / "tex-mml-chtml.js").exists():
         print(f"問題: {MATHJAX_LOCAL} がありません（tests/browser で npm ci）", file=sys.stderr)
         return 1
+    if not AXE_LOCAL.exists():
+        print(f"問題: {AXE_LOCAL} がありません（tests/browser で npm ci）", file=sys.stderr)
+        return 1
     server = serve(site)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     router = Router(base)
@@ -383,14 +509,28 @@ def main(site: Path) -> int:
             context.route("**/*", router)
             pages = toc_pages()
             renders = PureRenders()
+            axe_counts: dict[str, dict[str, dict[str, int]]] = {}
+            excused: list[str] = []
             for page in pages:
-                problems, summary = check_page(context, router, base, page, site, renders)
+                problems, summary = check_page(context, router, base, page, site, renders,
+                                               axe_counts, excused)
                 print(f"  {'OK' if not problems else '失敗'} {page}（{summary}）")
                 failed += [f"{page}: {p}" for p in problems]
                 failed_checks += bool(problems)
             search_problems = check_search(context, base)
             failed += [f"search: {p}" for p in search_problems]
             failed_checks += bool(search_problems)
+            dark = browser.new_context(viewport={"width": 1280, "height": 900},
+                                       locale="ja-JP")
+            dark.set_default_timeout(30_000)
+            dark.add_init_script(DARK_MODE_JS)
+            dark.route("**/*", router)
+            for page in pages:
+                problems, summary = check_page_dark(dark, router, base, page,
+                                                    axe_counts, excused)
+                print(f"  {'OK' if not problems else '失敗'} {page}、ダークモード（{summary}）")
+                failed += [f"{page}（ダーク）: {p}" for p in problems]
+                failed_checks += bool(problems)
             browser.close()
     finally:
         server.shutdown()
@@ -399,10 +539,15 @@ def main(site: Path) -> int:
         print(f"  外部への要求（オフラインのため空で応答）：{url}")
     for error in router.offline_errors:
         print(f"  そのためのコンソールのエラー（数えない）：{error}")
+    for line in excused:
+        print(f"  axe の例外（数えない）：{line}")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    (SCREENSHOTS / "axe.json").write_text(
+        json.dumps(axe_counts, ensure_ascii=False, indent=1), encoding="utf-8")
     for problem in failed:
         print("問題:", problem, file=sys.stderr)
     seconds = time.perf_counter() - start
-    print(f"browser: {len(pages) + 1 - failed_checks} passed, {failed_checks} failed")
+    print(f"browser: {2 * len(pages) + 1 - failed_checks} passed, {failed_checks} failed")
     if failed:
         print(f"ブラウザの検査：{len(failed)} 個の問題（{seconds:.0f} 秒）", file=sys.stderr)
         return 1

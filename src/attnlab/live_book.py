@@ -11,11 +11,14 @@ figure again from :data:`attnlab.widgets.WIDGETS`, renders every state with the 
   (a range slider, toggle buttons, a select, a checkbox), each with an accessible name;
 - one Sphinx image node per state (so Sphinx copies the files), all hidden but the
   default state's, and those with ``loading="lazy"``: a reader's browser fetches a state's
-  picture only when the controls show it.
+  picture only when the controls show it. Each has an alt text: the default state's is
+  the cell's ``mystnb.image.alt`` (the figure's finding, as the chapter states it), every
+  other state's names the figure and the state (``softmax の鋭さ（d_k 4、…）``).
 
 ``_static/attnlab-live.js`` (the project's own, no CDN) switches the images when a control
-moves. Other builders, Colab and a notebook opened without running show the PNG; in a
-kernel the widget stays live. A figure with more than :data:`MAX_STATES` states fails the
+moves and tells a screen reader the new state's alt text (a polite live region). Other
+builders, Colab and a notebook opened without running show the PNG; in a kernel the widget
+stays live. A figure with more than :data:`MAX_STATES` states fails the
 build with a message naming it.
 
 Not taught: machinery of the book's build (CONTRIBUTING.md).
@@ -149,8 +152,12 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
     return "".join(parts)
 
 
-def live_figure_nodes(renderer, description: dict[str, Any], prefix: str) -> list:
+def live_figure_nodes(renderer, description: dict[str, Any], prefix: str,
+                      default_alt: str = "") -> list:
     """The docutils nodes of a live figure: its controls and one image node per state.
+
+    ``default_alt`` (the cell's ``mystnb.image.alt``) is the default state's alt text;
+    without it, and for every other state, the alt names the figure and the state.
 
     Not taught: machinery of the book's build.
     """
@@ -170,6 +177,8 @@ def live_figure_nodes(renderer, description: dict[str, Any], prefix: str) -> lis
         uri = renderer.write_file([filename], png, overwrite=False, exists_ok=True)
         indices = _indices(description, number)
         alt = f"{description['title']}（{state_label(description, indices)}）"
+        if indices == default and default_alt:
+            alt = default_alt
         image = nodes.image(uri=uri, alt=alt)
         image["classes"] += [STATE_CLASS] + ([] if indices == default else [HIDDEN_CLASS])
         if indices != default:  # fetched only when shown: the page loads one picture
@@ -194,8 +203,10 @@ class LiveFigureRenderer:
         content = data.content
         description = json.loads(content) if isinstance(content, str | bytes) else content
         prefix = f"attnlab-live-{data.cell_index}-{data.output_index}"
+        metadata = getattr(data, "cell_metadata", None) or {}
+        alt = str(metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()
         try:
-            return live_figure_nodes(renderer, dict(description), prefix)
+            return live_figure_nodes(renderer, dict(description), prefix, alt)
         except LiveFigureError as err:
             from sphinx.errors import ExtensionError
 

@@ -135,3 +135,31 @@ def test_forward_is_unchanged_by_training_path_caches():
     loss_and_grads(params, batch, config)
     loss_and_grads(params, batch, config)
     np.testing.assert_array_equal(forward(params, batch.tokens, config).logits, before)
+
+
+@pytest.mark.parametrize("setting", [
+    dict(positional="learned"), dict(positional="sinusoidal", causal=False),
+    dict(positional="rope", n_kv_heads=1), dict(positional="alibi", n_kv_heads=2),
+    dict(positional="none", ablate=[(0, 1)]),
+], ids=str)
+def test_a_one_layer_model_has_the_gradient_of_finite_differences(setting):
+    """One layer is both the first block (projected through its parts) and the last
+    (only the rows the loss reads): both shortcuts at once."""
+    setting = dict(setting)
+    ablate = setting.pop("ablate", None)
+    config = ModelConfig(vocab_size=7, d_model=8, n_heads=4, n_layers=1, max_len=8,
+                         dtype="float64", **setting)
+    rng = np.random.default_rng(7)
+    params = init_params(config, rng)
+    batch = batch_for(config, seed=7)
+    _, grads = loss_and_grads(params, batch, config, ablate=ablate)
+    eps = 1e-6
+    for name, value in params.items():
+        direction = rng.standard_normal(value.shape)
+        up = loss_and_grads({**params, name: value + eps * direction}, batch, config,
+                            ablate=ablate)[0]
+        down = loss_and_grads({**params, name: value - eps * direction}, batch, config,
+                              ablate=ablate)[0]
+        numeric = (up - down) / (2 * eps)
+        analytic = np.sum(grads[name] * direction)
+        assert numeric == pytest.approx(analytic, rel=1e-6, abs=1e-9), name

@@ -19,9 +19,15 @@ Parameters live in a plain dict, so a chapter can look at, change or zero any ma
 ==========================  ==================
 
 Arrays are float32 by default, which makes a training step about a third faster;
-``dtype="float64"`` gives the precision the gradient check needs. Each block runs the
-one forward pass of :func:`attnlab.attention.attention_pass`, the same as
-:func:`attnlab.multi_head_attention`, and keeps what the backward pass needs. Training
+``dtype="float64"`` gives the precision the gradient check needs.
+
+Two paths compute the same model. :func:`forward`, :func:`run_layers` and evaluation
+run each block through :func:`attnlab.attention.attention_pass`, the forward pass of
+:func:`attnlab.multi_head_attention`, so what a chapter shows agrees to the last bit with
+the attention it builds by hand. Training (:func:`loss_and_grads`) takes a path written
+for speed (``_block_forward`` and its backward pass ``_block_backward``): the same
+equations, arranged so that numpy copies little and BLAS gets products it runs fast; it
+agrees with the first path to float rounding (``tests/test_engine_speed.py``). Training
 (Adam, ``train``, evaluation, ablation) is in :mod:`attnlab.training`.
 """
 
@@ -431,7 +437,7 @@ def _project(rows: np.ndarray, w: np.ndarray, inputs: _Inputs | None, T: int,
 class _Trace(NamedTuple):
     """What the forward pass keeps for the backward pass."""
 
-    x: np.ndarray  # (B, T, D) the residual stream after the last block
+    x: np.ndarray  # (N, D) the residual stream after the last block, rows the loss reads
     blocks: list  # each block's _Block
     keep: dict  # layer → (H,) keep-vector, for the layers with heads switched off
     steps: "_Steps"  # what every block shares: score offset, RoPE tables
@@ -595,7 +601,7 @@ def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
 
 
 def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, keep,
-                   for_backward: bool, inputs: _Inputs | None = None,
+                   inputs: _Inputs | None = None,
                    chosen: np.ndarray | None = None) -> tuple[np.ndarray, _Block]:
     """One block ``y = x + MHA(x)`` on x (B, T, D): y and what the backward pass needs.
 
@@ -625,7 +631,7 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
     q = _heads(q, B, T, Hkv, G)  # (B, Hkv, G, T, Dh), a view
     k = _heads(k, B, T, Hkv, 1)  # (B, Hkv, 1, T, Dh)
     v = _heads(_project(rows, w_v, inputs, T), B, T, Hkv, 1)  # (B, Hkv, 1, T, Dh)
-    if for_backward and G > 1:
+    if G > 1:
         q = np.ascontiguousarray(q)  # the backward pass stacks each group's queries
     k_t = np.ascontiguousarray(k.swapaxes(-1, -2))  # (B, Hkv, 1, Dh, T)
     scores = q @ k_t  # (B, Hkv, G, T, T), already divided by √Dh
@@ -640,8 +646,6 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
     else:
         y = _by_sequence(concat, w_o, T).reshape(B, T, D)  # (B, T, D)
         y += x
-    if not for_backward:
-        return y, _Block(rows, None, None, None, attn, None)
     v_t = np.ascontiguousarray(v.swapaxes(-1, -2))  # (B, Hkv, 1, Dh, T)
     return y, _Block(rows, q, k, v_t, attn, concat)
 
@@ -651,10 +655,10 @@ def _forward(params, tokens, config, ablate, chosen):
     the trace of the forward pass, for training; arguments already checked."""
     keep = _check_ablate(ablate, config)
     x, inputs = _embed(params, tokens, config)  # (B, T, D)
-    return _layers(params, x, config, keep, True, inputs, chosen)
+    return _layers(params, x, config, keep, inputs, chosen)
 
 
-def _layers(params, x, config, keep, for_backward: bool, inputs: _Inputs | None = None,
+def _layers(params, x, config, keep, inputs: _Inputs | None = None,
             chosen: np.ndarray | None = None):
     """The attention layers on the residual stream x (B, T, D), before the unembedding;
     ``inputs`` if x is the model's own ``embed[tokens] + pos``; the last block's rows
@@ -671,7 +675,7 @@ def _layers(params, x, config, keep, for_backward: bool, inputs: _Inputs | None 
     for layer in range(config.n_layers):
         last = layer == config.n_layers - 1
         x, block = _block_forward(x, layer_weights(params, layer), config, steps,
-                                  keep.get(layer), for_backward, inputs if layer == 0 else None,
+                                  keep.get(layer), inputs if layer == 0 else None,
                                   chosen if last else None)
         blocks.append(block)
     return x, _Trace(x, blocks, keep, steps, inputs)

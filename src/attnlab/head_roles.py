@@ -92,6 +92,6 @@ def induction_score(attn: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         )
     seen = mask.any(axis=-1)  # (B, T): the token occurred before
     if not seen.any():
-        raise ValueError("tokens に 2 回目に現れるトークンがありません: 誘導スコアを測れません")
+        raise ValueError("tokens に 2 回目に現れるトークンがありません: 誘導指標を測れません")
     on_target = (attn * mask[:, None]).sum(axis=-1)  # (B, H, T)
     return on_target.transpose(1, 0, 2)[:, seen].mean(axis=-1)  # (H,)

@@ -28,8 +28,8 @@ def explorer_state(pos: int, d_model: int) -> tuple[np.ndarray, np.ndarray]:
     vector : np.ndarray
         Shape (D,): ``PE(pos)``.
     dots : np.ndarray
-        Shape (EXPLORER_SEQ_LEN,): ``PE(q) · PE(pos)`` for ``q = 0 … EXPLORER_SEQ_LEN−1``.
-        Its largest value is ``D/2``, at ``q = pos``.
+        Shape (EXPLORER_SEQ_LEN,): ``PE(n) · PE(pos)`` for ``n = 0 … EXPLORER_SEQ_LEN−1``.
+        Its largest value is ``D/2``, at ``n = pos``.
 
     Raises
     ------

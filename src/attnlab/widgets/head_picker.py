@@ -47,7 +47,7 @@ def head_picker_plot() -> tuple[Figure, Callable[..., list]]:
         targets.set_offsets(np.column_stack([cols, rows]) if rows.size else np.empty((0, 2)))
         heading.set_text(
             f"層 {layer}・ヘッド {head}、例 {example}（周期 {EXAMPLE_PERIODS[example]}）\n"
-            f"直前トークンスコア {result.previous:.2f}、誘導スコア {result.induction:.2f}")
+            f"直前トークン指標 {result.previous:.2f}、誘導指標 {result.induction:.2f}")
         return [image, targets, heading]
 
     return fig, update

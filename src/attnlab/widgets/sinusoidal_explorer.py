@@ -17,11 +17,11 @@ from attnlab.widgets.core import InteractiveFigure, interactive_figure, register
 
 
 def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
-    """PE(pos) over the dimensions (left) and PE(q)·PE(pos) over q (right).
+    """PE(pos) over the dimensions (left) and PE(n)·PE(pos) over n (right).
 
     Blue dots are the sine dimensions 2i, vermillion the cosine dimensions 2i+1. The
     right panel divides the dot product by its largest value d_model/2 (its value at
-    q = pos), so every width shares one axis.
+    n = pos), so every width shares one axis.
 
     Returns
     -------
@@ -43,14 +43,14 @@ def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
                ylabel="PE(pos) の値", title="位置 pos の符号化ベクトル")
     ax_vec.legend(loc="upper center", ncols=2, fontsize=8)
 
-    q = np.arange(EXPLORER_SEQ_LEN)
-    (curve,) = ax_dot.plot(q, np.zeros_like(q, dtype=float), color=BLACK, marker=".",
+    n = np.arange(EXPLORER_SEQ_LEN)
+    (curve,) = ax_dot.plot(n, np.zeros_like(n, dtype=float), color=BLACK, marker=".",
                            markersize=3, linewidth=1.0)
-    here = ax_dot.axvline(0.0, color=VERMILLION, linestyle="--", label="q = pos")
+    here = ax_dot.axvline(0.0, color=VERMILLION, linestyle="--", label="n = pos")
     ax_dot.set(xlim=(0, EXPLORER_SEQ_LEN - 1), ylim=(0.0, 1.3), yticks=[0, 0.5, 1],
-               xlabel="もう一方の位置 q",
+               xlabel="もう一方の位置 n",
                ylabel="内積 ÷ ($d_\\mathrm{model}$/2)",
-               title="PE(q)·PE(pos)：すべての位置 q との内積")
+               title="PE(n)·PE(pos)：すべての位置 n との内積")
     ax_dot.legend(loc="upper right", fontsize=8)
     changing = [heading, sin_dots, cos_dots, curve, here]
 

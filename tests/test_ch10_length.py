@@ -115,3 +115,14 @@ def test_finetune_curve_starts_from_the_given_model():
     with pytest.raises(ValueError, match="marks"):
         finetune_curve(params, config, TASK, rng=np.random.default_rng(7), eval_batch=batch,
                        steps=3, marks=(0, 5))
+
+
+def test_position_accuracy_averages_each_position_over_rows():
+    from attnlab.experiments.length_generalization import position_accuracy
+
+    params, config = fresh("RoPE"), length_config("RoPE")
+    batch = TASK(np.random.default_rng(8), 16, 32)
+    by_position = position_accuracy(params, batch, config)  # (T,)
+    assert by_position.shape == (32,) and np.isnan(by_position[0])
+    assert np.nanmean(by_position[16:]) == pytest.approx(
+        accuracy_from(params, batch, config, start=16))

@@ -145,6 +145,23 @@ def accuracy_from(params: dict, batch, config: ModelConfig, start: int = 0) -> f
     return float(right[counted].mean())
 
 
+def position_accuracy(params: dict, batch, config: ModelConfig) -> np.ndarray:
+    """Accuracy at each query position, over the rows of a batch where it is scored.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (T,); NaN at positions that no row scores.
+
+    Taught in chapter 10.
+    """
+    logits = forward(params, batch.tokens, config).logits  # (B, T, V)
+    right = (logits.argmax(axis=-1) == batch.targets) & batch.loss_mask  # (B, T)
+    scored = batch.loss_mask.sum(axis=0)  # (T,)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(scored > 0, right.sum(axis=0) / np.maximum(scored, 1), np.nan)
+
+
 class TrainedRun(NamedTuple):
     """One trained model: its parameters, the training time and its last accuracy."""
 

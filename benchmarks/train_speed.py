@@ -34,10 +34,12 @@ CHAPTER_RUNS = [
     # chapter 10 trains at B=32, T=16 and fine-tunes at T=32: the task fixes the sizes
     *[("10", f"直前のトークン, 1 層 8 ヘッド, T=16, {positional}",
        ModelConfig(vocab_size=32, d_model=64, n_heads=8, n_layers=1, max_len=64,
-                   positional=positional), lambda rng, _b, _t: PreviousToken()(rng, 32, 16), 400)
+                   positional=positional, dtype="float64"),
+       lambda rng, _b, _t: PreviousToken()(rng, 32, 16), 400)
       for positional in ("none", "sinusoidal", "learned", "rope", "alibi")],
     ("10", "直前のトークン, ファインチューニング T=32, rope",
-     ModelConfig(vocab_size=32, d_model=64, n_heads=8, n_layers=1, max_len=64, positional="rope"),
+     ModelConfig(vocab_size=32, d_model=64, n_heads=8, n_layers=1, max_len=64, positional="rope",
+                 dtype="float64"),
      lambda rng, _b, _t: PreviousToken()(rng, 32, 32), 40),
 ]
 

@@ -1,6 +1,7 @@
 """Time training steps of the toy transformer, and the training runs the chapters need.
 
 Usage: python benchmarks/train_speed.py [--repeats N] [--limit S] [--steps-only]
+       python benchmarks/train_speed.py --compare OLD_SRC [--rounds R] [--repeats N]
 
 First, one training step (a batch from the task, forward, backward, Adam) of the
 chapter-sized model (V=32, D=64, H=4, L=2, T=32, B=64, float32) for every positional
@@ -8,12 +9,24 @@ scheme, for GQA and in float64; prints the median and best ms per step and steps
 second. Then every run listed in ``CHAPTER_RUNS`` is trained once, as the chapter will
 train it, and timed; the script exits with 1 if one takes longer than ``--limit``
 seconds (20 by default: the notebook tests must stay quick).
+
+``--compare OLD_SRC`` times the same training step of another version of attnlab (its
+``src`` folder, e.g. a ``git worktree`` of an older commit) side by side with this one:
+two worker processes, one importing each version, take turns for ``--rounds`` rounds of
+``--repeats`` steps per configuration (which one goes first alternates), so that a busy
+machine slows both alike. Prints per configuration the median ms per step of each (wall
+clock and CPU time of the process) and the ratio old / new. The environment variable
+``NEW_SRC`` puts another ``src`` folder on the new side (to compare two drafts).
 """
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -59,24 +72,100 @@ def time_steps(config: ModelConfig, repeats: int) -> list[float]:
     return times[3:]
 
 
+SETTINGS = [dict(positional=p) for p in ("none", "sinusoidal", "learned", "rope", "alibi")]
+SETTINGS += [dict(positional="learned", n_kv_heads=2), dict(positional="learned", n_kv_heads=1),
+             dict(positional="learned", dtype="float64")]
+
+
+def label(setting: dict) -> str:
+    return ", ".join(f"{k}={v}" if k != "positional" else v for k, v in setting.items())
+
+
+def worker() -> int:
+    """Serve ``--compare``: read "index steps" lines, answer each with the wall and CPU
+    seconds of every step of SETTINGS[index], as one JSON line."""
+    states = []
+    for setting in SETTINGS:
+        config = ModelConfig(**CHAPTER, **setting)
+        rng = np.random.default_rng(0)
+        params = init_params(config, rng)
+        states.append((config, rng, params, Adam(params), RepeatedSequence(config.vocab_size)))
+    for line in sys.stdin:
+        index, steps = (int(word) for word in line.split())
+        config, rng, params, optimiser, task = states[index]
+        wall, cpu = [], []
+        for _ in range(steps):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            _, grads = loss_and_grads(params, task(rng, 64, 32), config)
+            optimiser.step(params, grads)
+            wall.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+        print(json.dumps([wall, cpu]), flush=True)
+    return 0
+
+
+def compare(old_src: str, rounds: int, repeats: int) -> int:
+    """Time the old and the new engine in alternation; print medians and ratios."""
+    here = Path(__file__).resolve()
+    new_src = os.environ.get("NEW_SRC", str(here.parents[1] / "src"))
+    workers = {}
+    for name, src in (("old", old_src), ("new", new_src)):
+        env = {**os.environ, "PYTHONPATH": src}
+        workers[name] = subprocess.Popen(
+            [sys.executable, str(here), "--worker"], env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    times = {(name, i): ([], []) for name in workers for i in range(len(SETTINGS))}
+    try:
+        for round_ in range(rounds):
+            for i in range(len(SETTINGS)):
+                order = ("old", "new") if (round_ + i) % 2 == 0 else ("new", "old")
+                for name in order:
+                    process = workers[name]
+                    process.stdin.write(f"{i} {repeats + 1}\n")
+                    process.stdin.flush()
+                    wall, cpu = json.loads(process.stdout.readline())
+                    times[name, i][0].extend(wall[1:])  # the first step after a switch warms up
+                    times[name, i][1].extend(cpu[1:])
+    finally:
+        for process in workers.values():
+            process.stdin.close()
+            process.wait()
+    print(f"旧: {old_src}\n新: {new_src}")
+    print(f"1 ステップ（バッチ生成・順伝播・逆伝播・Adam）の中央値, {rounds} 回交互 × "
+          f"{repeats} ステップ: V=32, D=64, H=4, L=2, T=32, B=64")
+    print(f"{'設定':<22} {'旧 ms':>8} {'新 ms':>8} {'旧/新':>6}   "
+          f"{'旧 CPU ms':>9} {'新 CPU ms':>9} {'旧/新':>6}")
+    for i, setting in enumerate(SETTINGS):
+        old_wall, old_cpu = (statistics.median(t) * 1000 for t in times["old", i])
+        new_wall, new_cpu = (statistics.median(t) * 1000 for t in times["new", i])
+        print(f"{label(setting):<22} {old_wall:>8.2f} {new_wall:>8.2f} "
+              f"{old_wall / new_wall:>6.2f}   "
+              f"{old_cpu:>9.2f} {new_cpu:>9.2f} {old_cpu / new_cpu:>6.2f}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--limit", type=float, default=20.0, help="seconds per chapter run")
     parser.add_argument("--steps-only", action="store_true", help="skip the chapter runs")
+    parser.add_argument("--compare", metavar="OLD_SRC",
+                        help="time this engine against the attnlab in OLD_SRC, alternating")
+    parser.add_argument("--rounds", type=int, default=10, help="alternations for --compare")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        return worker()
+    if args.compare:
+        return compare(args.compare, args.rounds, args.repeats)
 
     print("1 ステップ（バッチ生成・順伝播・逆伝播・Adam）: V=32, D=64, H=4, L=2, T=32, B=64")
     print(f"{'設定':<22} {'中央値 ms':>10} {'最速 ms':>8} {'ステップ/秒':>11}")
-    settings = [dict(positional=p) for p in ("none", "sinusoidal", "learned", "rope", "alibi")]
-    settings += [dict(positional="learned", n_kv_heads=2), dict(positional="learned", n_kv_heads=1),
-                 dict(positional="learned", dtype="float64")]
-    for setting in settings:
+    for setting in SETTINGS:
         config = ModelConfig(**CHAPTER, **setting)
         times_ms = np.array(time_steps(config, args.repeats)) * 1000
         median = statistics.median(times_ms)
-        label = ", ".join(f"{k}={v}" if k != "positional" else v for k, v in setting.items())
-        print(f"{label:<22} {median:>10.1f} {times_ms.min():>8.1f} {1000 / median:>11.1f}")
+        print(f"{label(setting):<22} {median:>10.1f} {times_ms.min():>8.1f} {1000 / median:>11.1f}")
     if args.steps_only:
         return 0
 

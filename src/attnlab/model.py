@@ -25,7 +25,10 @@ one forward pass of :func:`attnlab.attention.attention_pass`, the same as
 (Adam, ``train``, evaluation, ablation) is in :mod:`attnlab.training`.
 """
 
+import ctypes
+import functools
 import math
+import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -40,15 +43,12 @@ from attnlab._validate import (
     token_ids,
 )
 from attnlab.attention import (
-    AttentionPass,
     HeadCounts,
     MHAWeights,
     attention_pass,
     causal_mask,
     head_counts,
     init_mha,
-    merge_heads,
-    split_heads,
 )
 from attnlab.positional import (
     ROPE_SCALINGS,
@@ -60,6 +60,30 @@ from attnlab.positional import (
 from attnlab.tasks import Batch
 
 POSITIONAL = ("none", "sinusoidal", "learned", "rope", "alibi")
+
+
+def _keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory for the next arrays instead of returning it.
+
+    A training step makes and frees a few dozen arrays of 0.1–1 MB. glibc hands memory
+    that large back to the operating system as soon as it is freed, so every step asks
+    for it again, and each fresh 4 kB page costs a page fault and zeroing: a third of a
+    step of the chapter-sized model went there. Raising the two thresholds keeps the
+    memory in the process, where the next step reuses it. Does nothing where the C
+    library is not glibc (macOS, Windows).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3  # mallopt's parameter numbers
+        return bool(libc.mallopt(m_trim_threshold, 256 << 20)
+                    and libc.mallopt(m_mmap_threshold, 32 << 20))
+    except (OSError, AttributeError):
+        return False
+
+
+_keep_freed_memory()
 DTYPES = ("float32", "float64")
 
 
@@ -347,49 +371,331 @@ class Forward(NamedTuple):
     attn: tuple[np.ndarray, ...]  # one (B, H, T, T) per layer
 
 
-def _embed(params, tokens: np.ndarray, config: ModelConfig) -> np.ndarray:
-    """Token embedding plus the absolute positions, if the scheme adds them: (B, T, D)."""
+class _Inputs(NamedTuple):
+    """The first block's input as the model builds it: ``embed[tokens] + pos``."""
+
+    tokens: np.ndarray  # (B·T,) token ids
+    embed: np.ndarray  # (V, D)
+    pos: np.ndarray | None  # (T, D) the positions added, or None
+
+
+def _embed(params, tokens: np.ndarray, config: ModelConfig) -> tuple[np.ndarray, _Inputs]:
+    """Token embedding plus the absolute positions, if the scheme adds them: (B, T, D),
+    and the two parts it was built from."""
     T = tokens.shape[1]
     x = params["embed"][tokens]  # (B, T, D)
+    pos = None
     if config.positional == "sinusoidal":
-        x = x + sinusoidal_encoding(T, config.d_model, dtype=config.dtype)  # (T, D), over B
+        pos = sinusoidal_encoding(T, config.d_model, dtype=config.dtype)  # (T, D)
     elif config.positional == "learned":
-        x = x + lookup_positions(params["pos"], np.arange(T))  # (T, D)
-    return x
+        pos = lookup_positions(params["pos"], np.arange(T))  # (T, D)
+    if pos is not None:
+        x = x + pos  # over B
+    return x, _Inputs(tokens.reshape(-1), params["embed"], pos)
+
+
+def _by_sequence(rows: np.ndarray, w: np.ndarray, T: int) -> np.ndarray:
+    """``rows @ w`` for rows (B·T, K) and w (K, N), as B products of T rows each: (B·T, N).
+
+    For short sequences each product is small enough for BLAS's kernel for small
+    matrices, which skips the repacking a large product starts with; here about a fifth
+    faster than one product of all B·T rows. The same sums, in BLAS's own order.
+    """
+    if T > 64:
+        return rows @ w
+    return (rows.reshape(-1, T, rows.shape[1]) @ np.ascontiguousarray(w)).reshape(-1, w.shape[1])
+
+
+def _project(rows: np.ndarray, w: np.ndarray, inputs: _Inputs | None, T: int,
+             chosen: np.ndarray | None = None) -> np.ndarray:
+    """``rows @ w`` (B·T, ·), or ``rows[chosen] @ w`` (N, ·); for the first block's input,
+    by its parts.
+
+    The first block's input is ``embed[tokens] + pos``, so its projection is
+    ``(embed @ w)[tokens] + pos @ w``: two products of V and T rows, one look-up and one
+    addition, instead of a product of all B·T rows.
+    """
+    if inputs is None:
+        return _by_sequence(rows, w, T) if chosen is None else rows[chosen] @ w
+    if chosen is not None:
+        out = (inputs.embed @ w)[inputs.tokens[chosen]]  # (N, ·)
+        if inputs.pos is not None:
+            out += (inputs.pos @ w)[chosen % T]
+        return out
+    out = (inputs.embed @ w)[inputs.tokens]  # (B·T, ·)
+    if inputs.pos is not None:
+        out.reshape(-1, T, w.shape[1])[...] += inputs.pos @ w  # (T, ·) over B
+    return out
 
 
 class _Trace(NamedTuple):
     """What the forward pass keeps for the backward pass."""
 
     x: np.ndarray  # (B, T, D) the residual stream after the last block
-    inputs: list  # each block's input (B, T, D)
-    passes: list  # each block's AttentionPass
+    blocks: list  # each block's _Block
     keep: dict  # layer → (H,) keep-vector, for the layers with heads switched off
+    steps: "_Steps"  # what every block shares: score offset, RoPE tables
+    inputs: "_Inputs | None"  # the first block's input by its parts, if the model made it
 
 
-def _forward(params, tokens, config, ablate, for_backward: bool):
-    """Logits (B, T, V) and the trace of the forward pass; arguments already checked."""
+class _Steps(NamedTuple):
+    """What every block of one pass shares, made once per pass."""
+
+    offset: np.ndarray | None  # (H or 1, T, T): ALiBi bias and −inf on hidden keys
+    rope: tuple | None  # RoPE's (cos, sin) tables forward and back, each (T, Dh)
+
+
+class _Block(NamedTuple):
+    """One block's forward pass, kept for its backward pass.
+
+    Head arrays are 5-dimensional, (B, Hkv, G, T, Dh): the G = H / Hkv query heads
+    that share a K/V head sit on their own axis, and K and V have G = 1 there, which
+    the matrix products broadcast. Arrays called ``…_rows`` are (B·T, ·): every token of
+    every batch row, one row each, as the projections take them.
+    """
+
+    rows: np.ndarray  # (B·T, D) the block's input
+    q: np.ndarray | None  # (B, Hkv, G, T, Dh) after RoPE, already divided by √Dh
+    k: np.ndarray | None  # (B, Hkv, 1, T, Dh) after RoPE
+    v_t: np.ndarray | None  # (B, Hkv, 1, Dh, T) V transposed, contiguous
+    attn: np.ndarray  # (B, Hkv, G, T, T) the attention weights
+    concat: np.ndarray | None  # (B·T, D) the heads that are on, side by side
+
+
+def _heads(rows: np.ndarray, B: int, T: int, n_kv: int, group: int) -> np.ndarray:
+    """The head view (B, Hkv, G, T, Dh) of projected rows (B·T, Hkv·G·Dh): no copy.
+
+    Column block ``j·G + g`` of ``rows`` is query head g of K/V head j, as in
+    :func:`attnlab.attention.split_heads`. Each (T, Dh) matrix of the view has rows
+    ``Hkv·G·Dh`` numbers apart and unit steps along Dh, a layout BLAS reads directly,
+    so the products below neither copy their inputs nor their outputs (``out=``).
+    """
+    return rows.reshape(B, T, n_kv, group, -1).transpose(0, 2, 3, 1, 4)
+
+
+_ONES: dict = {}
+
+
+def _ones(n: int, dtype) -> np.ndarray:
+    """A column of n ones: ``a @ _ones(n)`` sums the last axis of a as one matrix product,
+    much faster than ``a.sum(axis=-1)`` on many short rows."""
+    key = (n, np.dtype(dtype).str)
+    if key not in _ONES:
+        ones = np.ones((n, 1), dtype=dtype)
+        ones.setflags(write=False)
+        _ONES[key] = ones
+    return _ONES[key]
+
+
+@functools.lru_cache(maxsize=64)
+def _score_offset(n_heads: int, T: int, causal: bool, alibi: bool, dtype: str):
+    """What the scores get added before the softmax, (H or 1, T, T), or None.
+
+    The ALiBi bias where a key is visible and −inf where the causal mask hides it:
+    one addition does both (``s + b`` and ``s + (−inf) = −inf``, exactly as adding the
+    bias and then hiding the keys).
+    """
+    if not (causal or alibi):
+        return None
+    offset = (alibi_bias(n_heads, T, dtype=dtype) if alibi
+              else np.zeros((1, T, T), dtype=dtype))
+    if causal:
+        offset = np.where(causal_mask(T), offset, -np.inf).astype(dtype)
+    offset.setflags(write=False)
+    return offset
+
+
+@functools.lru_cache(maxsize=64)
+def _rope_tables(rope: RoPE, T: int, d_head: int, dtype: str):
+    """RoPE as tables for :func:`_rotate`: ``(cos, sin)`` forward and back, and ``swap``.
+
+    ``forward`` turns by the angles of positions 0 … T−1 and ``back`` by the opposite
+    angles (a rotation's transpose); each table is (T, 1, Dh), the same for every head.
+    The cos and sin are those of :meth:`attnlab.positional.RoPE.apply`, so the rotation
+    is the same to the last bit. ``swap`` (Dh, Dh) is the permutation matrix that
+    exchanges the two members of every pair.
+    """
+    if rope.convention == "interleaved":  # pairs (2i, 2i+1)
+        first, second = slice(0, None, 2), slice(1, None, 2)
+    else:  # pairs (i, i + Dh/2)
+        first, second = slice(0, d_head // 2), slice(d_head // 2, None)
+    tables = []
+    for positions in (np.arange(T), -np.arange(T)):
+        angles = rope.angles(positions, d_head)  # (T, Dh/2), float64
+        cos = np.cos(angles).astype(dtype)
+        sin = np.sin(angles).astype(dtype)
+        cos2 = np.empty((T, 1, d_head), dtype=dtype)
+        sin2 = np.empty((T, 1, d_head), dtype=dtype)
+        cos2[:, 0, first], cos2[:, 0, second] = cos, cos
+        sin2[:, 0, first], sin2[:, 0, second] = -sin, sin
+        tables.append((cos2, sin2))
+    swap = np.zeros((d_head, d_head), dtype=dtype)
+    index = np.arange(d_head)
+    swap[index[first], index[second]] = 1.0
+    swap[index[second], index[first]] = 1.0
+    for array in (*tables[0], *tables[1], swap):
+        array.setflags(write=False)
+    return tuple(tables), swap, rope.attention_factor
+
+
+def _rotate(rows: np.ndarray, tables, which: int, T: int, d_head: int) -> np.ndarray:
+    """RoPE on projected rows (B·T, n·Dh) of n heads: a new (B·T, n·Dh) array.
+
+    Each pair (x1, x2) turns into (x1·cos − x2·sin, x1·sin + x2·cos):
+    ``x·[cos, cos] + swap(x)·[−sin, sin]``, where swap exchanges the two members of every
+    pair, as one product with a permutation matrix (each output picks one input exactly).
+    The same products and sums as :meth:`attnlab.positional.RoPE.apply` (a + (−b) is
+    a − b exactly), in a few passes over contiguous arrays instead of strided halves.
+    ``which`` is 0 for the angles of the positions, 1 for the opposite angles.
+    """
+    (cos2, sin2), swap, factor = tables[0][which], tables[1], tables[2]
+    x = rows.reshape(-1, T, rows.shape[1] // d_head, d_head)  # (B, T, n, Dh)
+    out = x * cos2  # (B, T, n, Dh)
+    swapped = (rows.reshape(-1, d_head) @ swap).reshape(x.shape)  # pairs exchanged
+    swapped *= sin2
+    out += swapped
+    if factor != 1.0:
+        out *= np.asarray(factor, dtype=out.dtype)
+    return out.reshape(rows.shape)
+
+
+def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
+    """The softmax over keys of ``scores`` (..., T, T), in place; ``offset`` added first.
+
+    Subtracting any constant c_i from row i leaves its softmax unchanged; the usual c_i
+    is the row's maximum, but numpy takes the maximum of many short rows slowly. Here
+    c_i = max(s_ii, M − R): the query's score against its own key (which every query
+    sees), raised if needed to R below the largest score M of its T×T block (one head
+    of one sequence), which numpy finds fast. No entry then exceeds exp(R): no
+    overflow (R = 64 in float32, 600 in float64). A row's sum is at least
+    exp(row max − c_i); if one lies below √tiny (all of a row's scores more than about
+    R + 43 below its block's largest, in float32), the scores are made again
+    (``recompute()``) and the row maxima taken. The rows are summed by a matrix product
+    with ones.
+    """
+    if offset is not None:
+        scores += offset  # ALiBi bias and −inf on hidden keys
+    T = scores.shape[-1]
+    reach = 64.0 if scores.dtype == np.float32 else 600.0  # R
+    block_max = scores.reshape(*scores.shape[:-2], T * T).max(axis=-1)  # (...,)
+    shift = scores.diagonal(axis1=-2, axis2=-1).copy()  # (..., T): s_ii
+    np.maximum(shift, (block_max - reach)[..., None], out=shift)
+    scores -= shift[..., None]
+    np.exp(scores, out=scores)
+    sums = scores @ _ones(T, scores.dtype)  # (..., T, 1)
+    if sums.min() < np.sqrt(np.finfo(scores.dtype).tiny):  # rare: the row maxima
+        scores[...] = recompute()
+        if offset is not None:
+            scores += offset
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        sums = scores.sum(axis=-1, keepdims=True)
+    scores *= 1.0 / sums  # one division per row, not per score
+    return scores
+
+
+def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, keep,
+                   for_backward: bool, inputs: _Inputs | None = None,
+                   chosen: np.ndarray | None = None) -> tuple[np.ndarray, _Block]:
+    """One block ``y = x + MHA(x)`` on x (B, T, D): y and what the backward pass needs.
+
+    The arithmetic of :func:`attnlab.attention.attention_pass` (the forward pass of
+    :func:`attnlab.multi_head_attention`), arranged for speed: the heads are views of the
+    projections (:func:`_heads`), each product writes straight into the array the next
+    step reads, and the softmax is :func:`_softmax_rows`. ``inputs``: x is the model's
+    own ``embed[tokens] + pos`` (:func:`_project`). ``chosen`` (N,) for the last block:
+    only those rows of y reach the loss, so only their queries are made (the others
+    stay 0) and only their rows of y are returned, (N, D).
+    """
+    w_q, w_k, w_v, w_o = weights
+    B, T, D = x.shape
+    H, Hkv, Dh = config.heads
+    G = H // Hkv
+    rows = x.reshape(B * T, D)  # (B·T, D)
+    if chosen is None:
+        q = _project(rows, w_q, inputs, T)  # (B·T, D)
+    else:
+        q = np.zeros((B * T, D), dtype=x.dtype)  # (B·T, D): the rows no loss reads stay 0
+        q[chosen] = _project(rows, w_q, inputs, T, chosen)
+    q *= 1.0 / math.sqrt(Dh)  # scale the queries: T·D numbers instead of H·T² scores
+    k = _project(rows, w_k, inputs, T)  # (B·T, Hkv·Dh)
+    if steps.rope is not None:
+        q = _rotate(q, steps.rope, 0, T, Dh)
+        k = _rotate(k, steps.rope, 0, T, Dh)
+    q = _heads(q, B, T, Hkv, G)  # (B, Hkv, G, T, Dh), a view
+    k = _heads(k, B, T, Hkv, 1)  # (B, Hkv, 1, T, Dh)
+    v = _heads(_project(rows, w_v, inputs, T), B, T, Hkv, 1)  # (B, Hkv, 1, T, Dh)
+    if for_backward and G > 1:
+        q = np.ascontiguousarray(q)  # the backward pass stacks each group's queries
+    k_t = np.ascontiguousarray(k.swapaxes(-1, -2))  # (B, Hkv, 1, Dh, T)
+    scores = q @ k_t  # (B, Hkv, G, T, T), already divided by √Dh
+    attn = _softmax_rows(scores, steps.offset, lambda: q @ k_t)
+    concat = np.empty((B * T, D), dtype=x.dtype)  # (B·T, D)
+    np.matmul(attn, v, out=_heads(concat, B, T, Hkv, G))  # every head's output, in place
+    if keep is not None:
+        concat.reshape(B * T, H, Dh)[...] *= keep[:, None]  # off: adds nothing
+    if chosen is not None:  # the last block: only the rows the loss reads, (N, D)
+        y = concat[chosen] @ w_o
+        y += rows[chosen]
+    else:
+        y = _by_sequence(concat, w_o, T).reshape(B, T, D)  # (B, T, D)
+        y += x
+    if not for_backward:
+        return y, _Block(rows, None, None, None, attn, None)
+    v_t = np.ascontiguousarray(v.swapaxes(-1, -2))  # (B, Hkv, 1, Dh, T)
+    return y, _Block(rows, q, k, v_t, attn, concat)
+
+
+def _forward(params, tokens, config, ablate, chosen):
+    """The rows ``chosen`` (N,) of the residual stream after the last block (N, D) and
+    the trace of the forward pass, for training; arguments already checked."""
     keep = _check_ablate(ablate, config)
-    x = _embed(params, tokens, config)  # (B, T, D)
-    return _layers(params, x, config, keep, for_backward)
+    x, inputs = _embed(params, tokens, config)  # (B, T, D)
+    return _layers(params, x, config, keep, True, inputs, chosen)
 
 
-def _layers(params, x, config, keep, for_backward: bool):
-    """The attention layers and the unembedding on the residual stream x (B, T, D)."""
+def _layers(params, x, config, keep, for_backward: bool, inputs: _Inputs | None = None,
+            chosen: np.ndarray | None = None):
+    """The attention layers on the residual stream x (B, T, D), before the unembedding;
+    ``inputs`` if x is the model's own ``embed[tokens] + pos``; the last block's rows
+    ``chosen`` (N,) only, if given."""
+    T = x.shape[1]
+    rope = config.rope
+    offset = _score_offset(config.n_heads, T, bool(config.causal),
+                           config.positional == "alibi", config.dtype)
+    if offset is not None and len(offset) > 1:
+        offset = offset.reshape(config.n_kv_heads, -1, T, T)  # (Hkv, G, T, T) as the scores
+    steps = _Steps(offset, None if rope is None else _rope_tables(rope, T, config.d_head,
+                                                                   config.dtype))
+    blocks = []
+    for layer in range(config.n_layers):
+        last = layer == config.n_layers - 1
+        x, block = _block_forward(x, layer_weights(params, layer), config, steps,
+                                  keep.get(layer), for_backward, inputs if layer == 0 else None,
+                                  chosen if last else None)
+        blocks.append(block)
+    return x, _Trace(x, blocks, keep, steps, inputs)
+
+
+def _reference_layers(params, x, config, keep) -> tuple[np.ndarray, tuple]:
+    """Logits (B, T, V) and every layer's attention (B, H, T, T) on the residual stream
+    x (B, T, D), computed as :func:`attnlab.multi_head_attention` computes attention.
+
+    :func:`forward`, :func:`run_layers` and evaluation take this path, so their numbers
+    are those of the attention a chapter builds from :mod:`attnlab.attention`, to the
+    last bit. Training takes the faster :func:`_layers`, which agrees to float rounding.
+    """
     T = x.shape[1]
     mask = causal_mask(T) if config.causal else None  # (T, T)
     bias = alibi_bias(config.n_heads, T, dtype=config.dtype) if (
         config.positional == "alibi") else None  # (H, T, T)
-    inputs, passes = [], []
+    attns = []
     for layer in range(config.n_layers):
         result = attention_pass(x, layer_weights(params, layer), config.heads, mask=mask,
-                                bias=bias, rope=config.rope, keep=keep.get(layer),
-                                for_backward=for_backward)
-        inputs.append(x)
-        passes.append(result)
+                                bias=bias, rope=config.rope, keep=keep.get(layer))
+        attns.append(result.attn)
         x = x + result.out  # (B, T, D)
-    logits = x @ params["unembed"]  # (B, T, V)
-    return logits, _Trace(x, inputs, passes, keep)
+    return x @ params["unembed"], tuple(attns)
 
 
 def forward(params: dict, tokens: np.ndarray, config: ModelConfig, *, ablate=None) -> Forward:
@@ -416,8 +722,9 @@ def forward(params: dict, tokens: np.ndarray, config: ModelConfig, *, ablate=Non
     config = check_config(config)
     params = _check_params(params, config)
     tokens = _check_tokens(tokens, config)
-    logits, trace = _forward(params, tokens, config, ablate, for_backward=False)
-    return Forward(logits, tuple(result.attn for result in trace.passes))
+    keep = _check_ablate(ablate, config)
+    x, _ = _embed(params, tokens, config)  # (B, T, D)
+    return Forward(*_reference_layers(params, x, config, keep))
 
 
 def run_layers(params: dict, x: np.ndarray, config: ModelConfig) -> np.ndarray:
@@ -447,34 +754,46 @@ def run_layers(params: dict, x: np.ndarray, config: ModelConfig) -> np.ndarray:
     if x.ndim != 3 or x.shape[-1] != config.d_model:
         raise ValueError(f"x は (B, T, D={config.d_model}) の配列にしてください: "
                          f"x.shape={x.shape}")
-    return _layers(params, x, config, {}, for_backward=False)[0]
+    return _reference_layers(params, x, config, {})[0]
 
 
 # --- loss and backward --------------------------------------------------------------------
 
-def _cross_entropy(logits, targets, loss_mask):
-    """Mean cross-entropy over the selected positions, its gradient and the accuracy."""
-    shifted = logits - logits.max(axis=-1, keepdims=True)  # (B, T, V)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (B, T, V)
-    picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # (B, T)
-    n = loss_mask.sum()
-    loss = -picked[loss_mask].sum() / n
-    d_logits = np.exp(log_probs)  # softmax (B, T, V); dL/dlogits = softmax − one-hot
-    b, t = np.indices(targets.shape)  # (B, T) each
-    d_logits[b, t, targets] -= 1.0
-    d_logits *= loss_mask[..., None] / n  # only the selected positions count
-    correct = logits.argmax(axis=-1) == targets  # (B, T)
-    return float(loss), d_logits, float(correct[loss_mask].mean())
+def _cross_entropy(logits, targets, backward: bool = True):
+    """Mean cross-entropy of logits (N, V) for targets (N,), its gradient (None if not
+    ``backward``) and the accuracy.
+
+    Only the N positions the loss mask selects are given: the others get no gradient.
+    """
+    shifted = logits - logits.max(axis=-1, keepdims=True)  # (N, V)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (N, V)
+    rows = np.arange(len(targets))
+    n = len(targets)
+    loss = -float(log_probs[rows, targets].sum()) / n
+    accuracy = float((logits.argmax(axis=-1) == targets).mean())
+    if not backward:
+        return loss, None, accuracy
+    d_logits = np.exp(log_probs)  # softmax (N, V); dL/dlogits = softmax − one-hot
+    d_logits[rows, targets] -= 1.0
+    d_logits *= np.float64(1.0 / n)  # each selected position weighs 1/N
+    return loss, d_logits, accuracy
 
 
-def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, keys, config, keep,
-                    grads):
+def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps: _Steps,
+                    keep, grads, inputs: _Inputs | None = None,
+                    chosen: np.ndarray | None = None):
     """Gradients of one block ``y = x + MHA(x)``: fills ``grads`` and returns dL/dx.
 
-    The forward pass (:func:`attnlab.attention.attention_pass`) and the backward pass in
-    reverse order (``d·`` is the gradient of the loss with respect to ·). The G query
-    heads that share a K/V head are stacked along time, (Hkv, G·T), in both passes, so
-    the products below add up the gradients of a shared K/V head by themselves::
+    With ``inputs`` (x = embed[tokens] + pos, see :func:`_project`) the result is
+    ``(dL/dembed, dL/dpos)`` instead, (V, D) and (T, D) or None: every product with x
+    goes through its parts. With ``chosen`` (the last block), ``d_y`` is (N, D), the rows
+    the loss reads; the others are 0, and so are their query gradients.
+
+    ``d_y`` and the result are (B·T, D), one row per token. The forward pass
+    (:func:`_block_forward`) and the backward pass in reverse order (``d·`` is the
+    gradient of the loss with respect to ·). The G query heads that share a K/V head
+    are stacked along time, (Hkv, G·T), where their gradients meet, so the products
+    below add up the gradients of a shared K/V head by themselves::
 
         q, k, v = x W_q / √Dh, x W_k, x W_v  →  dW = xᵀ d(q|k|v),  dx = dy + Σ d(q|k|v) Wᵀ
         q, k = RoPE(q), RoPE(k)               →  d(q|k) rotated back by the opposite angles
@@ -485,46 +804,96 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, keys, co
     """
     w_q, w_k, w_v, w_o = weights
     key_q, key_k, key_v, key_o = keys
-    B, T, D = x.shape
     H, Hkv, Dh = config.heads
     G = H // Hkv
-    rows = x.reshape(-1, D)  # (B·T, D)
-    d_rows_y = d_y.reshape(-1, D)  # (B·T, D)
+    B, _, _, T, _ = block.attn.shape
+    rows, attn, concat = block.rows, block.attn, block.concat
 
     # y = x + concat(O) W_o
-    grads[key_o] = result.concat.reshape(-1, D).T @ d_rows_y  # (D, D)
-    d_concat = (d_rows_y @ w_o.T).reshape(B, T, D)  # (B, T, D)
-    d_heads = split_heads(d_concat, H)  # (B, H, T, Dh), a view
+    if chosen is None:
+        grads[key_o] = concat.T @ d_y  # (D, D)
+        d_concat = _by_sequence(d_y, w_o.T, T)  # (B·T, D)
+    else:  # only the rows the loss reads
+        grads[key_o] = concat[chosen].T @ d_y  # (D, D)
+        d_concat = np.zeros_like(concat)  # (B·T, D)
+        d_concat[chosen] = d_y @ w_o.T
+        if inputs is not None:  # a one-layer model: the full rows, for the parts below
+            d_y, d_y_chosen = np.zeros_like(concat), d_y
+            d_y[chosen] = d_y_chosen
     if keep is not None:
-        d_heads = d_heads * keep[:, None, None]  # a switched-off head passes nothing back
-    d_out = d_heads.reshape(B, Hkv, G * T, Dh)  # (B, Hkv, G·T, Dh), grouped (a copy)
-    attn = result.attn.reshape(B, Hkv, G * T, T)  # (B, Hkv, G·T, T), a view
+        d_concat.reshape(B * T, H, Dh)[...] *= keep[:, None]  # an off head passes nothing
+    d_out = _heads(d_concat, B, T, Hkv, G)  # dO (B, Hkv, G, T, Dh), a view
     # O = A v
-    d_v = attn.swapaxes(-1, -2) @ d_out  # (B, Hkv, T, Dh): the group's gradients add up
-    d_scores = d_out @ result.v.swapaxes(-1, -2)  # dA (B, Hkv, G·T, T)
+    d_attn = d_out @ block.v_t  # dA (B, Hkv, G, T, T)
     # A = softmax(S), row by row: dS = A ⊙ (dA − Σ_j A·dA); hidden keys have A = 0.
     # Σ_j A_ij·dA_ij = Σ_j A_ij (dO_i·v_j) = dO_i·O_i: one product per query over Dh,
-    # not over all T keys (the trick FlashAttention uses).
-    out_heads = result.heads.reshape(B, Hkv, G * T, Dh)  # (B, Hkv, G·T, Dh)
-    d_scores -= (d_out * out_heads).sum(axis=-1, keepdims=True)  # dA − Σ_j A·dA, in place
-    d_scores *= attn  # dS (B, Hkv, G·T, T)
+    # not over all T keys (the trick FlashAttention uses). Summed over Dh by a product
+    # with ones, for every (token, head) at once: (B·T·H,) = (B, T, Hkv, G).
+    row_dot = (d_concat * concat).reshape(-1, Dh) @ _ones(Dh, d_y.dtype)
+    d_attn -= row_dot.reshape(B, T, Hkv, G, 1).transpose(0, 2, 3, 1, 4)
+    d_attn *= attn  # dS (B, Hkv, G, T, T)
     # S = q kᵀ, with q already divided by √Dh
-    d_q = (d_scores @ result.k).reshape(B, H, T, Dh)  # (B, H, T, Dh)
+    d_q = np.empty_like(d_concat)  # (B·T, D)
+    d_k = np.empty((B * T, Hkv * Dh), dtype=d_y.dtype)  # (B·T, Hkv·Dh)
+    d_v = np.empty_like(d_k)
+    np.matmul(d_attn, block.k, out=_heads(d_q, B, T, Hkv, G))
     d_q *= 1.0 / math.sqrt(Dh)  # the scaling q = x W_q / √Dh
-    d_k = d_scores.swapaxes(-1, -2) @ result.q  # (B, Hkv, T, Dh): the group's gradients add up
-    rope = config.rope
-    if rope is not None:
+    if G == 1:  # one query head per K/V head: (B, H, T, ·) throughout
+        d_s_t, queries = d_attn[:, :, 0].swapaxes(-1, -2), block.q[:, :, 0]
+        attn_t, d_out = attn[:, :, 0].swapaxes(-1, -2), d_out[:, :, 0]
+    else:  # the group's queries stacked along time: (B, Hkv, G·T, ·)
+        d_s_t = d_attn.reshape(B, Hkv, G * T, T).swapaxes(-1, -2)
+        queries = block.q.reshape(B, Hkv, G * T, Dh)
+        attn_t = attn.reshape(B, Hkv, G * T, T).swapaxes(-1, -2)
+        d_out = np.ascontiguousarray(d_out).reshape(B, Hkv, G * T, Dh)
+    # dk: the group's gradients add up
+    np.matmul(d_s_t, queries, out=_heads(d_k, B, T, Hkv, 1)[:, :, 0])
+    np.matmul(attn_t, d_out, out=_heads(d_v, B, T, Hkv, 1)[:, :, 0])  # dv, likewise
+    if steps.rope is not None:
         # a rotation's transpose is the rotation by the opposite angle
-        back = -np.arange(T)
-        d_q = rope.apply(d_q, back)
-        d_k = rope.apply(d_k, back)
+        d_q = _rotate(d_q, steps.rope, 1, T, Dh)
+        d_k = _rotate(d_k, steps.rope, 1, T, Dh)
     # q, k, v = x W_q, x W_k, x W_v, and the residual path x → y
-    d_rows = d_rows_y.copy()  # (B·T, D): the residual path passes dy through
-    for key, w, d_proj in ((key_q, w_q, d_q), (key_k, w_k, d_k), (key_v, w_v, d_v)):
-        d_proj = merge_heads(d_proj).reshape(-1, w.shape[1])  # (B·T, D or Hkv·Dh)
+    projections = ((key_q, w_q, d_q), (key_k, w_k, d_k), (key_v, w_v, d_v))
+    if inputs is not None:
+        return _first_block_backward(d_y, projections, inputs, config.vocab_size, grads)
+    if chosen is not None:  # dq is 0 outside the rows the loss reads
+        grads[key_q] = rows[chosen].T @ d_q[chosen]  # (D, D)
+        d_rows = _by_sequence(d_k, w_k.T, T)  # (B·T, D)
+        d_rows += _by_sequence(d_v, w_v.T, T)
+        d_rows[chosen] += d_y + d_q[chosen] @ w_q.T  # and the residual path passes dy
+        grads[key_k], grads[key_v] = rows.T @ d_k, rows.T @ d_v
+        return d_rows
+    d_rows = d_y.copy()  # (B·T, D): the residual path passes dy through
+    for key, w, d_proj in projections:
         grads[key] = rows.T @ d_proj  # (D, ·)
-        d_rows += d_proj @ w.T  # (B·T, D)
-    return d_rows.reshape(B, T, D)
+        d_rows += _by_sequence(d_proj, w.T, T)  # (B·T, D)
+    return d_rows
+
+
+def _first_block_backward(d_y, projections, inputs: _Inputs, vocab_size: int, grads):
+    """The last step of :func:`_block_backward` when x = embed[tokens] + pos.
+
+    x W = one_hot(tokens) embed W + pos W (over the batch), so with G = one_hotᵀ d(q|k|v)
+    (V, ·), the gradients summed token by token, and P = Σ_batch d(q|k|v) (T, ·)::
+
+        dW = embedᵀ G + posᵀ P,   dembed = one_hotᵀ dy + Σ G Wᵀ,   dpos = Σ_batch dy + Σ P Wᵀ
+
+    Products of V and T rows instead of B·T. A token used twice collects both gradients.
+    """
+    T = len(inputs.pos) if inputs.pos is not None else None
+    one_hot = np.eye(vocab_size, dtype=d_y.dtype)[inputs.tokens].T  # (V, B·T)
+    d_embed = one_hot @ d_y  # (V, D)
+    d_pos = None if T is None else d_y.reshape(-1, T, d_y.shape[1]).sum(axis=0)  # (T, D)
+    for key, w, d_proj in projections:
+        per_token = one_hot @ d_proj  # (V, ·)
+        grads[key] = inputs.embed.T @ per_token  # (D, ·)
+        d_embed += per_token @ w.T
+        if T is not None:
+            per_position = d_proj.reshape(-1, T, d_proj.shape[1]).sum(axis=0)  # (T, ·)
+            grads[key] += inputs.pos.T @ per_position
+            d_pos += per_position @ w.T
+    return d_embed, d_pos
 
 
 def loss_and_grads(
@@ -567,23 +936,30 @@ def loss_grads_accuracy(params, batch, config, *, ablate=None, backward: bool = 
     config = check_config(config)
     params = _check_params(params, config)
     tokens, targets, loss_mask = _check_batch(batch, config)
-    logits, trace = _forward(params, tokens, config, ablate, for_backward=backward)
-    loss, d_logits, accuracy = _cross_entropy(logits, targets, loss_mask)
-    if not backward:
-        return loss, None, accuracy
+    if not backward:  # evaluation: the path of forward, to the last bit
+        keep = _check_ablate(ablate, config)
+        logits, _ = _reference_layers(params, _embed(params, tokens, config)[0], config, keep)
+        return _cross_entropy(logits[loss_mask], targets[loss_mask], backward=False)
 
-    D = config.d_model
-    grads = {"unembed": trace.x.reshape(-1, D).T @ d_logits.reshape(-1, config.vocab_size)}
-    d_x = d_logits @ params["unembed"].T  # (B, T, D)
+    # only the positions the mask selects reach the loss: the last block's output, the
+    # unembedding, the softmax and their gradients are computed there alone
+    chosen = np.flatnonzero(loss_mask)  # (N,) indices into the B·T rows
+    x_chosen, trace = _forward(params, tokens, config, ablate, chosen)  # (N, D)
+    T = tokens.shape[1]
+    logits = x_chosen @ params["unembed"]  # (N, V)
+    loss, d_logits, accuracy = _cross_entropy(logits, targets.reshape(-1)[chosen])
+
+    grads = {"unembed": x_chosen.T @ d_logits}  # (D, V)
+    d_x = d_logits @ params["unembed"].T  # (N, D): the other positions pass 0
     for layer in reversed(range(config.n_layers)):
-        d_x = _block_backward(d_x, trace.inputs[layer], trace.passes[layer],
-                              layer_weights(params, layer), layer_keys(layer), config,
-                              trace.keep.get(layer), grads)
-    # the lookup embed[tokens] is one_hot(tokens) @ embed, so the gradient is one_hotᵀ @ dx:
-    # a token used twice collects both gradients
-    one_hot = np.eye(config.vocab_size, dtype=d_x.dtype)[tokens.reshape(-1)]  # (B·T, V)
-    grads["embed"] = one_hot.T @ d_x.reshape(-1, D)  # (V, D)
+        last = layer == config.n_layers - 1
+        d_x = _block_backward(d_x, trace.blocks[layer], layer_weights(params, layer),
+                              layer_keys(layer), config, trace.steps, trace.keep.get(layer),
+                              grads, trace.inputs if layer == 0 else None,
+                              chosen if last else None)
+    # the first block took x = embed[tokens] + pos and gave the gradients of both parts
+    grads["embed"], d_pos = d_x  # (V, D), (T, D) or None
     if config.positional == "learned":
         grads["pos"] = np.zeros_like(params["pos"])
-        grads["pos"][: tokens.shape[1]] = d_x.sum(axis=0)  # rows past T get no gradient
+        grads["pos"][:T] = d_pos  # rows past T get no gradient
     return loss, {name: grads[name] for name in params if name in grads}, accuracy

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.model import ModelConfig, init_params, loss_and_grads
-from attnlab.tasks import PreviousToken, RepeatedSequence, RepeatInNoise, TwoPositions
+from attnlab.tasks import PreviousToken, RepeatedSequence, TwoPositions
 from attnlab.training import Adam, train
 
 CHAPTER = dict(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=32)
@@ -44,9 +44,16 @@ CHAPTER_RUNS = [
     ("04", "繰り返し系列, 2 層（誘導ヘッド）", ModelConfig(**CHAPTER), RepeatedSequence(), 300),
     ("07", "直前のトークン, 1 層, 位置の表 128 行",
      ModelConfig(**{**CHAPTER, "n_layers": 1, "max_len": 128}), PreviousToken(), 300),
-    *[("10", f"雑音の中の繰り返し, 2 層, {positional}",
-       ModelConfig(**{**CHAPTER, "positional": positional, "max_len": 128}), RepeatInNoise(), 500)
+    # chapter 10 trains at B=32, T=16 and fine-tunes at T=32: the task fixes the sizes
+    *[("10", f"直前のトークン, 1 層 8 ヘッド, T=16, {positional}",
+       ModelConfig(vocab_size=32, d_model=64, n_heads=8, n_layers=1, max_len=64,
+                   positional=positional, dtype="float64"),
+       lambda rng, _b, _t: PreviousToken()(rng, 32, 16), 400)
       for positional in ("none", "sinusoidal", "learned", "rope", "alibi")],
+    ("10", "直前のトークン, ファインチューニング T=32, rope",
+     ModelConfig(vocab_size=32, d_model=64, n_heads=8, n_layers=1, max_len=64, positional="rope",
+                 dtype="float64"),
+     lambda rng, _b, _t: PreviousToken()(rng, 32, 32), 40),
 ]
 
 

@@ -194,7 +194,10 @@ class RepeatInNoise:
     sequences, where the segment lies further out. The task for training short and
     testing long.
 
-    Taught in chapter 10.
+    Chapter 10 considered it and chose PreviousToken: a two-layer model does not learn it
+    within that chapter's training budget.
+
+    Not taught: a candidate task for chapter 10, set aside.
     """
 
     vocab_size: int = 32

@@ -1,0 +1,114 @@
+"""Chapter 10's self-check: ``f(n_heads, seq_len) -> (H, T, T)``, ALiBi's score bias.
+
+ALiBi (Press et al., 2022) adds ``−m_h · |i − j|`` to the score of query i and key j in
+head h, with the fixed slopes ``m_h = 2^(−8h/H)``, h = 1 … H (H a power of two). With
+the causal mask only the keys ``j ≤ i`` are used, so only that part is compared: an
+answer may put anything above the diagonal. As in chapter 01, the diagnosis is
+computed: the check builds what each typical mistake would return and says which one
+the answer matches.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+
+import numpy as np
+
+from attnlab.checks.core import (
+    Mistake,
+    Raised,
+    call_student,
+    checker,
+    raised_message,
+    returned_array,
+    shape_of,
+)
+from attnlab.positional import alibi_bias
+
+#: (case name, n_heads, seq_len) of the hidden cases; H = 4 tells 2^(−8h/H) from 1/2^h.
+_CASES = (
+    ("8 ヘッド・長さ 5 のケース", 8, 5),
+    ("4 ヘッド・長さ 6 のケース", 4, 6),
+    ("2 ヘッド・長さ 3 のケース", 2, 3),
+)
+
+_SLOPE_DIAGNOSES = {
+    "from0": (
+        "h を 0 から数えています（最初のヘッドの傾きが 1）。論文の傾きは h = 1 … H で "
+        "m_h = 2^(−8h/H)、8 ヘッドなら 1/2, 1/4, …, 1/256 です。"
+    ),
+    "halves": (
+        "ヘッドの数に関係なく 1/2, 1/4, 1/8, … としています。それが正しいのは 8 ヘッドの"
+        "ときだけです。m_h = 2^(−8h/H) なので、4 ヘッドなら 1/4, 1/16, 1/64, 1/256 です。"
+    ),
+    "reversed": (
+        "傾きの順番が逆です（最初のヘッドがいちばん緩やか）。h = 1 のヘッドがいちばん急な "
+        "2^(−8/H) です。"
+    ),
+    "same": (
+        "どのヘッドも同じ傾きです。ALiBi はヘッドごとに違う傾き m_h = 2^(−8h/H) を使い、"
+        "近くだけを見るヘッドと遠くまで見るヘッドを作ります。"
+    ),
+}
+_SIGN = (
+    "符号が逆です。遠いキーほどスコアを **下げる** ので、バイアスは −m_h · |i − j|"
+    "（0 以下）です。"
+)
+
+
+def _slopes(n_heads: int, variant: str) -> np.ndarray:
+    h = np.arange(1, n_heads + 1)
+    return {
+        "right": 2.0 ** (-8.0 * h / n_heads),
+        "from0": 2.0 ** (-8.0 * (h - 1) / n_heads),
+        "halves": 2.0 ** (-h.astype(float)),
+        "reversed": 2.0 ** (-8.0 * h / n_heads)[::-1],
+        "same": np.ones(n_heads),
+    }[variant]
+
+
+def _candidate(n_heads: int, seq_len: int, variant: str, sign: float) -> np.ndarray:
+    pos = np.arange(seq_len)
+    distance = np.abs(pos[:, None] - pos[None, :])  # (T, T)
+    return sign * -_slopes(n_heads, variant)[:, None, None] * distance  # (H, T, T)
+
+
+def _diagnose(value: np.ndarray, n_heads: int, seq_len: int, lower: np.ndarray) -> str:
+    for variant, sign in product(("right", *_SLOPE_DIAGNOSES), (1.0, -1.0)):
+        if (variant, sign) == ("right", 1.0):
+            continue
+        candidate = _candidate(n_heads, seq_len, variant, sign)
+        if np.allclose(value[:, lower], candidate[:, lower], rtol=1e-5, atol=1e-7):
+            parts = [_SLOPE_DIAGNOSES[variant]] if variant != "right" else []
+            return "".join(([_SIGN] if sign < 0 else []) + parts)
+    diagonal = value[:, np.arange(seq_len), np.arange(seq_len)]  # (H, T)
+    if not np.allclose(diagonal, 0.0, atol=1e-7):
+        return "距離 0（i = j）のバイアスが 0 になっていません。|i − j| を使っていますか。"
+    return (
+        "値が正しくありません。ヘッド h（1 から数える）、クエリ i、キー j のバイアスは "
+        "−2^(−8h/H) · |i − j| です。"
+    )
+
+
+@checker("どのケースでも、ヘッドごとの傾きと距離のバイアスが一致しました。")
+def check_alibi_bias(func) -> None:
+    """Check ``func(n_heads, seq_len)``: ALiBi's bias ``−m_h·|i − j|``, shape (H, T, T),
+    on the part ``j ≤ i`` that a causal model uses.
+
+    Taught in chapter 10.
+    """
+    for case, n_heads, seq_len in _CASES:
+        result = call_student(func, n_heads, seq_len)
+        if isinstance(result, Raised):
+            raise Mistake(raised_message(result, case))
+        shape = shape_of(result)
+        if shape == (seq_len, seq_len, n_heads) and n_heads != seq_len:
+            raise Mistake(
+                f"{case}で形 {shape} が返りました。ヘッドの軸を先頭にした "
+                f"(H, T, T) = {(n_heads, seq_len, seq_len)} にしてください。"
+            )
+        value = returned_array(result, f"{case}の返り値", (n_heads, seq_len, seq_len))
+        lower = np.tril(np.ones((seq_len, seq_len), dtype=bool))  # keys j <= i
+        expected = alibi_bias(n_heads, seq_len)  # (H, T, T)
+        if not np.allclose(value[:, lower], expected[:, lower], rtol=1e-5, atol=1e-7):
+            raise Mistake(f"{case}で値が違います。" + _diagnose(value, n_heads, seq_len, lower))

@@ -1,0 +1,264 @@
+"""Chapter 10: train short, test long — every positional scheme on one task.
+
+One task (:class:`attnlab.tasks.PreviousToken`: copy the token one place back, a rule
+fixed by a relative position alone), one model size, trained at length L and evaluated
+at L, 2L and 4L. Five kinds of model are trained (no positions, sinusoidal, a learned
+table of 4L rows, RoPE, ALiBi); the RoPE model is then evaluated four ways, by changing
+only its settings with :func:`dataclasses.replace` as chapter 09 did: plain RoPE at the
+longer length (extrapolation), position interpolation, the NTK-aware base and YaRN, each
+with ``rope_scale`` = evaluation length / L. Accuracy is measured on the positions the
+model never saw in training (t ≥ L); at L itself, on every scored position.
+
+Then a short fine-tune at 2L of the trained RoPE model, once as it is (extrapolation)
+and once with position interpolation: Chen et al.'s comparison in miniature.
+"""
+
+import dataclasses
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from attnlab._validate import generator, positive_int
+from attnlab.model import ModelConfig, check_config, forward
+from attnlab.training import train
+
+#: The model of the chapter: one layer, eight heads (so that ALiBi's steepest slope is
+#: 1/2), head width 8 (four RoPE pairs). float64: in float32 the trained sinusoidal model
+#: came out differently on other CPU instruction sets (accuracies moved in the second
+#: decimal); in float64 every printed digit is the same.
+LENGTH_MODEL = dict(vocab_size=32, d_model=64, n_heads=8, n_layers=1, dtype="float64")
+#: Training length L and the evaluation lengths L, 2L, 4L.
+LENGTH_TRAIN_LEN = 16
+LENGTH_FACTORS = (1, 2, 4)
+#: Training settings of every run.
+LENGTH_STEPS = 400
+LENGTH_BATCH_SIZE = 32
+LENGTH_LR = 1e-2
+#: Rows of each evaluation batch.
+LENGTH_EVAL_ROWS = 256
+#: Fine-tuning at 2L: steps, and the steps after which the accuracy is measured.
+FINETUNE_STEPS = 40
+FINETUNE_MARKS = (0, 5, 10, 20, 40)
+
+#: The trained kinds of model: label → ``positional`` of :class:`ModelConfig`.
+TRAINED_KINDS = {
+    "位置なし": "none",
+    "正弦波": "sinusoidal",
+    "学習（4L 行）": "learned",
+    "RoPE": "rope",
+    "ALiBi": "alibi",
+}
+#: The compared methods: label → (trained kind, RoPE scaling at evaluation or None).
+LENGTH_METHODS = {
+    "位置なし": ("位置なし", None),
+    "正弦波": ("正弦波", None),
+    "学習（4L 行）": ("学習（4L 行）", None),
+    "RoPE 外挿": ("RoPE", None),
+    "RoPE+PI": ("RoPE", "pi"),
+    "RoPE+NTK": ("RoPE", "ntk"),
+    "RoPE+YaRN": ("RoPE", "yarn"),
+    "ALiBi": ("ALiBi", None),
+}
+
+
+def length_config(kind: str, train_len: int = LENGTH_TRAIN_LEN, *,
+                  table_factor: int = 4) -> ModelConfig:
+    """The chapter's model for one trained kind, with a learned table of
+    ``table_factor · train_len`` rows and YaRN's trained length set to ``train_len``.
+
+    Parameters
+    ----------
+    kind : str
+        A key of :data:`TRAINED_KINDS`.
+    train_len : int
+        L, the training length.
+    table_factor : int
+        The learned table has this many times L rows (only rows 0 … L−1 are trained).
+
+    Taught in chapter 10.
+    """
+    if kind not in TRAINED_KINDS:
+        raise ValueError(f"kind={kind!r} は {tuple(TRAINED_KINDS)} のどれかにしてください")
+    train_len = positive_int(train_len, "train_len")
+    table_factor = positive_int(table_factor, "table_factor")
+    return ModelConfig(**LENGTH_MODEL, max_len=table_factor * train_len,
+                       positional=TRAINED_KINDS[kind], rope_original_max_len=train_len)
+
+
+def method_config(config: ModelConfig, scaling: str | None, train_len: int,
+                  eval_len: int) -> ModelConfig:
+    """The trained model's settings for running at ``eval_len``.
+
+    With ``scaling`` None the model runs unchanged (RoPE: extrapolation); with
+    ``"pi"``, ``"ntk"`` or ``"yarn"`` the RoPE settings are stretched by
+    s = eval_len / train_len (s = 1 at the training length changes nothing).
+
+    Taught in chapter 10.
+    """
+    config = check_config(config)
+    if scaling is None:
+        return config
+    if config.positional != "rope":
+        raise ValueError(
+            f"scaling={scaling!r} は RoPE のモデルにだけ使えます: positional={config.positional!r}"
+        )
+    train_len = positive_int(train_len, "train_len")
+    eval_len = positive_int(eval_len, "eval_len")
+    if eval_len < train_len:
+        raise ValueError(
+            f"eval_len={eval_len} が train_len={train_len} より短いです: 伸ばす方法は "
+            "訓練より長い系列のためのものです"
+        )
+    return dataclasses.replace(config, rope_scale=eval_len / train_len, rope_scaling=scaling,
+                               rope_original_max_len=train_len)
+
+
+def accuracy_from(params: dict, batch, config: ModelConfig, start: int = 0) -> float:
+    """Accuracy on the scored positions ``t ≥ start`` of a batch.
+
+    Parameters
+    ----------
+    params : dict
+    batch : attnlab.tasks.Batch
+        Tokens, targets and loss_mask, each (B, T).
+    config : ModelConfig
+    start : int
+        The first position counted (0: every scored position).
+
+    Returns
+    -------
+    float
+        The share of counted positions where the most likely token is the target.
+
+    Taught in chapter 10.
+    """
+    if not isinstance(start, (int, np.integer)) or start < 0:
+        raise ValueError(f"start は 0 以上の整数である必要があります: start={start!r}")
+    T = batch.tokens.shape[1]
+    if start >= T:
+        raise ValueError(f"start={start} が系列長 T={T} 以上です: 数える位置がありません")
+    logits = forward(params, batch.tokens, config).logits  # (B, T, V)
+    right = logits.argmax(axis=-1) == batch.targets  # (B, T)
+    counted = batch.loss_mask.copy()
+    counted[:, :start] = False
+    if not counted.any():
+        raise ValueError(f"start={start} 以降にスコアを付ける位置がありません")
+    return float(right[counted].mean())
+
+
+def position_accuracy(params: dict, batch, config: ModelConfig) -> np.ndarray:
+    """Accuracy at each query position, over the rows of a batch where it is scored.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (T,); NaN at positions that no row scores.
+
+    Taught in chapter 10.
+    """
+    logits = forward(params, batch.tokens, config).logits  # (B, T, V)
+    right = (logits.argmax(axis=-1) == batch.targets) & batch.loss_mask  # (B, T)
+    scored = batch.loss_mask.sum(axis=0)  # (T,)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(scored > 0, right.sum(axis=0) / np.maximum(scored, 1), np.nan)
+
+
+class TrainedRun(NamedTuple):
+    """One trained model: its parameters, the training time and its last accuracy."""
+
+    params: dict
+    seconds: float  # wall-clock time of the training run
+    final_accuracy: float  # mean training accuracy over the last 20 steps
+
+
+def train_short(config: ModelConfig, task, *, rng: np.random.Generator,
+                train_len: int = LENGTH_TRAIN_LEN, steps: int = LENGTH_STEPS,
+                batch_size: int = LENGTH_BATCH_SIZE, lr: float = LENGTH_LR) -> TrainedRun:
+    """Train the chapter's model at length ``train_len`` and time the run.
+
+    Taught in chapter 10.
+    """
+    rng = generator(rng)
+    start = time.perf_counter()
+    result = train(config, task, steps=steps, rng=rng, batch_size=batch_size,
+                   seq_len=train_len, lr=lr)
+    seconds = time.perf_counter() - start
+    return TrainedRun(result.params, seconds, float(result.accuracy[-20:].mean()))
+
+
+def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
+                     train_len: int = LENGTH_TRAIN_LEN, factors=LENGTH_FACTORS,
+                     rows: int = LENGTH_EVAL_ROWS) -> dict[str, np.ndarray]:
+    """Accuracy of every method of :data:`LENGTH_METHODS` at every evaluation length.
+
+    Every method sees the same batch at a given length. At ``train_len`` every scored
+    position counts; at longer lengths only the positions ``t ≥ train_len``, which the
+    model never saw in training.
+
+    Parameters
+    ----------
+    runs : dict
+        Trained kind (a key of :data:`TRAINED_KINDS`) → its :class:`TrainedRun` (or the
+        parameters), all of one seed.
+    task : callable
+    rng : np.random.Generator
+        Draws the evaluation batches.
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        Method label → accuracies, shape (len(factors),).
+
+    Taught in chapter 10.
+    """
+    rng = generator(rng)
+    train_len = positive_int(train_len, "train_len")
+    lengths = [positive_int(f, "factors の要素") * train_len for f in factors]
+    batches = [task(rng, rows, length) for length in lengths]  # tokens (rows, length)
+    out = {}
+    for method, (kind, scaling) in LENGTH_METHODS.items():
+        if kind not in runs:
+            raise ValueError(f"runs に {kind!r} の学習済みモデルがありません")
+        params = getattr(runs[kind], "params", runs[kind])
+        config = length_config(kind, train_len)
+        out[method] = np.array([
+            accuracy_from(params, batch, method_config(config, scaling, train_len, length),
+                          start=0 if length == train_len else train_len)
+            for length, batch in zip(lengths, batches, strict=True)
+        ])
+    return out
+
+
+def finetune_curve(params: dict, config: ModelConfig, task, *, rng: np.random.Generator,
+                   eval_batch, train_len: int = LENGTH_TRAIN_LEN,
+                   steps: int = FINETUNE_STEPS, marks=FINETUNE_MARKS,
+                   batch_size: int = LENGTH_BATCH_SIZE, lr: float = LENGTH_LR) -> np.ndarray:
+    """Fine-tune trained parameters at the length of ``eval_batch``; accuracy as it goes.
+
+    ``config`` is the setting the model is fine-tuned and evaluated with (e.g. the RoPE
+    model unchanged, or with position interpolation). Accuracy is measured on the
+    positions ``t ≥ train_len`` of ``eval_batch`` after each number of updates in
+    ``marks`` (0 = before fine-tuning).
+
+    Returns
+    -------
+    np.ndarray
+        Shape (len(marks),).
+
+    Taught in chapter 10.
+    """
+    config = check_config(config)
+    marks = tuple(int(m) for m in marks)
+    if any(m < 0 or m > steps for m in marks):
+        raise ValueError(f"marks は 0 〜 steps={steps} の整数にしてください: marks={marks}")
+    seq_len = eval_batch.tokens.shape[1]
+    curve = {}
+
+    def record(step, live):
+        if step in marks:
+            curve[step] = accuracy_from(live, eval_batch, config, start=train_len)
+
+    train(config, task, steps=steps, rng=generator(rng), batch_size=batch_size,
+          seq_len=seq_len, lr=lr, init_params=params, callback=record)
+    return np.array([curve[m] for m in marks])

@@ -163,3 +163,31 @@ def test_a_one_layer_model_has_the_gradient_of_finite_differences(setting):
         numeric = (up - down) / (2 * eps)
         analytic = np.sum(grads[name] * direction)
         assert numeric == pytest.approx(analytic, rel=1e-6, abs=1e-9), name
+
+
+def test_the_model_runs_on_one_blas_thread_and_gives_the_setting_back():
+    from threadpoolctl import threadpool_info
+
+    from attnlab import model as model_module
+
+    def blas_threads():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    before = blas_threads()
+    seen = []
+    original = model_module._reference_layers
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads())
+        return original(*args, **kwargs)
+
+    config = ModelConfig(vocab_size=8, d_model=16, n_heads=2, n_layers=1, max_len=8)
+    params = init_params(config, np.random.default_rng(0))
+    tokens = np.zeros((2, 8), dtype=int)
+    model_module._reference_layers = spy
+    try:
+        model_module.forward(params, tokens, config)
+    finally:
+        model_module._reference_layers = original
+    assert seen and all(threads <= {1} for threads in seen)
+    assert blas_threads() == before

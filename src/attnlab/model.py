@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from attnlab._validate import (
     choice,
@@ -90,6 +91,29 @@ def _keep_freed_memory() -> bool:
 
 
 _keep_freed_memory()
+
+_BLAS: ThreadpoolController | None = None
+
+
+def _one_blas_thread(func):
+    """Run ``func`` with the BLAS library on one thread, as it was before afterwards.
+
+    The model's products are small (64-wide): a second BLAS thread spends more on waking
+    and synchronising than it saves, and on a shared machine (Binder, Colab, a busy
+    laptop) the threads wait for each other. On this course's 2-core machine one thread
+    made a training step about 1.5× faster than OpenBLAS's default of one per core
+    (``benchmarks/train_speed.py --compare``), and under load it avoided 10× slowdowns.
+    The limit holds only inside the call (threadpoolctl), so the rest of a notebook keeps
+    the user's setting.
+    """
+    @functools.wraps(func)
+    def limited(*args, **kwargs):
+        global _BLAS
+        if _BLAS is None:
+            _BLAS = ThreadpoolController()  # finds the loaded BLAS once (a few ms)
+        with _BLAS.limit(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+    return limited
 DTYPES = ("float32", "float64")
 
 
@@ -702,6 +726,7 @@ def _reference_layers(params, x, config, keep) -> tuple[np.ndarray, tuple]:
     return x @ params["unembed"], tuple(attns)
 
 
+@_one_blas_thread
 def forward(params: dict, tokens: np.ndarray, config: ModelConfig, *, ablate=None) -> Forward:
     """Run the model: logits for the next token and every layer's attention weights.
 
@@ -731,6 +756,7 @@ def forward(params: dict, tokens: np.ndarray, config: ModelConfig, *, ablate=Non
     return Forward(*_reference_layers(params, x, config, keep))
 
 
+@_one_blas_thread
 def run_layers(params: dict, x: np.ndarray, config: ModelConfig) -> np.ndarray:
     """The model's layers and unembedding on inputs ``x`` built outside it.
 
@@ -932,6 +958,7 @@ def loss_and_grads(
     return loss, grads
 
 
+@_one_blas_thread
 def loss_grads_accuracy(params, batch, config, *, ablate=None, backward: bool = True):
     """Loss, gradients (None if ``backward`` is False) and accuracy on one batch.
 

@@ -415,12 +415,7 @@ def check_page(context, router: "Router", base: str, page: str,
         tab, site, page, renders or PureRenders())
     problems += live_problems
 
-    axe_problems, counts, left = run_axe(tab, "light")
-    problems += axe_problems
-    if axe_counts is not None:
-        axe_counts.setdefault(page, {})["light"] = counts
-    if excused is not None:
-        excused += [f"{page}: {line}" for line in left]
+    counts = _axe_on(tab, page, "light", problems, axe_counts, excused)
 
     SCREENSHOTS.mkdir(exist_ok=True)
     tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}.png"), full_page=True)
@@ -429,6 +424,19 @@ def check_page(context, router: "Router", base: str, page: str,
                f"ライブ図の操作 {moves} 回、axe {_counts_text(counts)}、"
                f"{time.perf_counter() - start:.1f} 秒")
     return problems, summary
+
+
+def _axe_on(tab, page: str, mode: str, problems: list[str], axe_counts: dict | None,
+            excused: list[str] | None) -> dict[str, int]:
+    """axe on ``tab`` in ``mode``: its violations join ``problems``, its counts and
+    excused findings are recorded for the page; returns the counts."""
+    axe_problems, counts, left = run_axe(tab, mode)
+    problems += axe_problems
+    if axe_counts is not None:
+        axe_counts.setdefault(page, {})[mode] = counts
+    if excused is not None:
+        excused += [f"{page}: {line}" for line in left]
+    return counts
 
 
 def _counts_text(counts: dict[str, int]) -> str:
@@ -447,12 +455,7 @@ def check_page_dark(context, router: "Router", base: str, page: str,
     math = tab.evaluate(MATH_JS)
     if math["unrendered"] or math["errors"]:
         problems.append("ダークモードで数式が描画されていません")
-    axe_problems, counts, left = run_axe(tab, "dark")
-    problems += axe_problems
-    if axe_counts is not None:
-        axe_counts.setdefault(page, {})["dark"] = counts
-    if excused is not None:
-        excused += [f"{page}: {line}" for line in left]
+    counts = _axe_on(tab, page, "dark", problems, axe_counts, excused)
     tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}__dark.png"),
                    full_page=True)
     tab.close()

@@ -47,18 +47,18 @@ def previous_token_score(attn: np.ndarray) -> np.ndarray:
 def induction_mask(tokens: np.ndarray) -> np.ndarray:
     """Where an induction head should look: keys right after an earlier copy of the query's token.
 
-    Returns (B, T, T) bool: ``[b, t, s]`` is True when ``1 ≤ s ≤ t`` and
-    ``tokens[b, s−1] == tokens[b, t]``, i.e. key s followed an earlier occurrence of the
-    token at t. A row with no True has nothing to copy yet.
+    Returns (B, T, T) bool: ``[b, i, j]`` is True when ``1 ≤ j ≤ i`` and
+    ``tokens[b, j−1] == tokens[b, i]``, i.e. key j followed an earlier occurrence of the
+    token at i. A row with no True has nothing to copy yet.
 
     Taught in chapter 04.
     """
     tokens = token_ids(tokens, "tokens")
     T = tokens.shape[1]
     mask = np.zeros((*tokens.shape, T), dtype=bool)  # (B, T, T)
-    # key s (≥ 1) follows token s−1; it is a target for query t if that token equals t's
+    # key j (≥ 1) follows token j−1; it is a target for query i if that token equals i's
     mask[:, :, 1:] = tokens[:, :, None] == tokens[:, None, :-1]
-    return mask & np.tri(T, dtype=bool)  # only keys s ≤ t
+    return mask & np.tri(T, dtype=bool)  # only keys j ≤ i
 
 
 def induction_score(attn: np.ndarray, tokens: np.ndarray) -> np.ndarray:

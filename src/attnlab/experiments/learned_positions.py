@@ -168,10 +168,10 @@ def positional_scores(params: dict, config: ModelConfig, n_positions: int,
     if config.n_kv_heads != config.n_heads:
         raise ValueError(f"n_kv_heads={config.n_kv_heads} と n_heads={config.n_heads} が"
                          "違うモデルには使えません")
-    weights = layer_weights(params, layer)
+    proj = layer_weights(params, layer)
     rows = np.asarray(params["pos"][:n_positions], dtype=np.float64)  # (T, D)
-    q = split_heads(rows @ weights.w_q, config.n_heads)  # (H, T, Dh)
-    k = split_heads(rows @ weights.w_k, config.n_heads)  # (H, T, Dh)
+    q = split_heads(rows @ proj.w_q, config.n_heads)  # (H, T, Dh)
+    k = split_heads(rows @ proj.w_k, config.n_heads)  # (H, T, Dh)
     return q @ np.swapaxes(k, -1, -2) / np.sqrt(config.d_head)  # (H, T, T)
 
 

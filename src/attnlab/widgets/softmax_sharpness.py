@@ -41,7 +41,7 @@ def softmax_sharpness_plot() -> tuple[Figure, Callable[..., list]]:
     # ylim above 1 leaves headroom for the legend, so a weight of 1 never hides under it
     ax_one.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[], yticks=[0, 0.5, 1],
                xlabel="キー（左から順に）", ylabel="重み", title="1 つのクエリの重み")
-    legend_one = ax_one.legend(loc="upper left", fontsize=8)
+    legend_one = ax_one.legend(loc="upper left")
 
     bars = ax_max.bar(_BINS[:-1], np.zeros(len(_BINS) - 1), width=np.diff(_BINS),
                       align="edge")
@@ -50,7 +50,7 @@ def softmax_sharpness_plot() -> tuple[Figure, Callable[..., list]]:
     ax_max.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
                xlabel="最大の重み", ylabel="クエリの割合",
                title=f"{SHARPNESS_TRIALS} 個のクエリの最大の重み")
-    legend_max = ax_max.legend(loc="upper left", fontsize=8, ncols=2)
+    legend_max = ax_max.legend(loc="upper left", ncols=2)
     mean_label = legend_max.get_texts()[0]
     changing = [heading, stems, uniform_one, legend_one, *bars, mean_line, uniform_max,
                 legend_max]

@@ -52,15 +52,15 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
     Not taught: the picture of :func:`kv_cache_widget`.
     """
     fig, (ax_bar, ax_text) = new_figure(
-        (9.0, 3.6), ncols=2, margins={"left": 0.06, "right": 0.99, "bottom": 0.2,
+        (9.0, 3.6), ncols=2, margins={"left": 0.06, "right": 0.99, "bottom": 0.24,
                                       "top": 0.88, "wspace": 0.12})
     slots = max(len(kv_divisors(p.n_heads)) for p in PRESETS.values())
     bars = ax_bar.bar(np.arange(slots), np.zeros(slots), width=0.7)
-    ticks = [ax_bar.text(0, -0.03, "", ha="center", va="top", fontsize=8)
+    ticks = [ax_bar.text(0, -0.03, "", ha="center", va="top", fontsize=9)
              for _ in range(slots)]  # Hkv, the cache size and the published mark
     ax_bar.set(xlim=(-0.6, slots - 0.4), ylim=(0, 1.1), xticks=[], yticks=[],
                ylabel="KV キャッシュ（対数目盛）")
-    ax_bar.set_xlabel("K/V ヘッド数 Hkv とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=36)
+    ax_bar.set_xlabel("K/V ヘッド数 Hkv とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=52)
     heading = ax_bar.set_title(" ")
     ax_text.axis("off")
     ax_text.set_title("fp16（2 バイト）、バッチ 1", fontsize=10)
@@ -89,7 +89,8 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
             bar.set_facecolor(VERMILLION if d == n_kv else GREY)
             tick.set_position((x, -0.03))
             mark = "\n公開値" if d == config.n_kv_heads else ""
-            tick.set_text(f"{d}\n{format_bytes(totals[i])}{mark}")
+            size = format_bytes(totals[i]).replace(" ", "\n")  # number over unit: narrow
+            tick.set_text(f"{d}\n{size}{mark}")
         heading.set_text(f"{preset}：{seq_len} トークンの KV キャッシュ")
 
         cost = kv_cost(config, n_kv, seq_len)

@@ -149,6 +149,7 @@ def plot_attention(
     title: str = "アテンションの重み",
     annotate: bool = True,
     mask: np.ndarray | None = None,
+    colorbar: bool = True,
 ) -> plt.Axes:
     """Heatmap of attention weights: one row per query, one column per key.
 
@@ -166,6 +167,9 @@ def plot_attention(
         Write each weight in its cell (rounded to two decimals).
     mask : np.ndarray of bool, optional
         Shape (Tq, Tk); cells that are False (hidden keys) are hatched grey.
+    colorbar : bool
+        Draw a colour bar next to the map. Maps side by side share one: pass False and
+        add it once with ``fig.colorbar(ax.images[0], ax=axes)``.
 
     Returns
     -------
@@ -203,7 +207,8 @@ def plot_attention(
     ax.set_xlabel("キー（参照される側）")
     ax.set_ylabel("クエリ（参照する側）")
     ax.set_title(title)
-    ax.figure.colorbar(image, ax=ax, shrink=0.8, label="重み")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, shrink=0.8, label="重み")
     return ax
 
 

@@ -56,7 +56,6 @@ from attnlab.experiments.softmax_sharpness import SHARPNESS_D_K, sharpness_sampl
 from attnlab.experiments.why_heads import heads_output, value_coefficients
 from attnlab.model import ModelConfig, forward, init_params, layer_weights
 from attnlab.positional import (
-    RoPE,
     alibi_slopes,
     apply_rope,
     lookup_positions,
@@ -445,10 +444,3 @@ def display_width(text: str) -> int:
     """
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
-
-def pad(text: str, width: int) -> str:
-    """``text`` and spaces up to ``width`` columns, counting CJK characters as two.
-
-    Taught in chapter 11.
-    """
-    return text + " " * max(0, width - display_width(text))

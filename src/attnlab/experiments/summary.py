@@ -41,6 +41,7 @@ from attnlab.experiments.length_generalization import (
     LENGTH_TRAIN_LEN,
     TRAINED_KINDS,
     evaluate_lengths,
+    finetune_curve,
     length_config,
     method_config,
     train_short,
@@ -79,6 +80,9 @@ CH06_LENGTH, CH06_D_MODEL, CH06_OFFSETS = 64, 64, (0, 1, 2, 5, 20)
 CH07_SEED, CH07_RUNS = 2026, 3
 #: Chapter 08: head width and the shifts tried (the chapter shifts by 100 and 10000).
 CH08_D_HEAD, CH08_SHIFTS = 8, (100, 10_000)
+#: Chapter 10's fine-tune at 4L: seeds of its evaluation batches (offset + seed) and of
+#: its training batches, rows of each evaluation batch, rows of each training batch.
+CH10_FT_EVAL_OFFSET, CH10_FT_TRAIN_OFFSET, CH10_FT_ROWS, CH10_FT_BATCH = 500, 600, 128, 16
 #: Chapter 09: the context scales whose unseen pairs the chapter counts.
 CH09_SCALES = (2, 4)
 
@@ -296,6 +300,35 @@ def ch10_length(study: LengthStudy) -> Headline:
     n_seeds = len(study.accuracy[methods[0]])
     return Headline(10, at_4l, shown,
                     f"4L での正解率（{n_seeds} シードの平均）：{' / '.join(methods)}")
+
+
+def finetune_4l(study: LengthStudy) -> dict[str, np.ndarray]:
+    """Chapter 10's fine-tune at 4L of every seed's RoPE model, extrapolated and with PI.
+
+    The chapter's settings: 40 steps of 16 rows of length 4L, accuracy on the positions
+    t ≥ L of 128 rows of length 4L after 0, 5, 10, 20 and 40 steps.
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape (seeds, len(FINETUNE_MARKS)).
+
+    Taught in chapter 11.
+    """
+    L = LENGTH_TRAIN_LEN
+    task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
+    config = length_config("RoPE")
+    settings = {"RoPE 外挿": config, "RoPE+PI": method_config(config, "pi", L, 4 * L)}
+    curves = {name: [] for name in settings}
+    for seed, runs in study.runs.items():
+        eval_batch = task(np.random.default_rng(CH10_FT_EVAL_OFFSET + seed), CH10_FT_ROWS,
+                          4 * L)  # (128, 4L)
+        for name, cfg in settings.items():
+            curves[name].append(finetune_curve(
+                runs["RoPE"].params, cfg, task,
+                rng=np.random.default_rng(CH10_FT_TRAIN_OFFSET + seed),
+                eval_batch=eval_batch, batch_size=CH10_FT_BATCH))
+    return {name: np.stack(c) for name, c in curves.items()}  # (seeds, marks)
 
 
 # --- the encodings side by side ------------------------------------------------------------

@@ -40,6 +40,9 @@ LENGTH_EVAL_ROWS = 256
 #: Fine-tuning at 2L: steps, and the steps after which the accuracy is measured.
 FINETUNE_STEPS = 40
 FINETUNE_MARKS = (0, 5, 10, 20, 40)
+#: The seeds of the chapter's study, and the evaluation batches' seeds (offset + seed).
+LENGTH_SEEDS = (0, 1, 2)
+LENGTH_EVAL_SEED_OFFSET = 100
 
 #: The trained kinds of model: label → ``positional`` of :class:`ModelConfig`.
 TRAINED_KINDS = {

@@ -1,0 +1,479 @@
+"""Chapter 11: the whole book on one page, computed by the chapters' own functions.
+
+Each ``chNN_…`` function measures the one result chapter NN asserts, by calling that
+chapter's experiment functions with that chapter's settings (imported from its module
+where the module has them; where the chapter's notebook writes a setting in a cell, the
+same value is a constant here, named after the chapter). Nothing is retyped from a
+chapter's output: ``tests/test_ch11_summary.py`` compares what chapter 11 prints with
+what every chapter's committed notebook prints, so the two cannot drift apart.
+
+:func:`length_study` repeats chapter 10's study (the same runs, seeds and evaluation
+batches); :func:`encoding_rows` lays its accuracies next to what each positional scheme
+is: where it enters the model, its extra parameters, and whether the first layer's
+attention weights depend on the distance m − n only (measured by moving the same tokens
+to other positions, :func:`shift_difference`).
+"""
+
+import dataclasses
+import time
+import unicodedata
+from typing import NamedTuple
+
+import numpy as np
+
+from attnlab._validate import generator, positive_int
+from attnlab.attention import causal_mask, init_mha, multi_head_attention
+from attnlab.costs import mha_cost
+from attnlab.experiments.context_extension import angle_coverage
+from attnlab.experiments.head_roles import PRESETS, format_bytes, kv_cost
+from attnlab.experiments.learned_positions import (
+    LEARNED_CONFIG,
+    TRAIN_LEN,
+    accuracy_by_position,
+    row_movement,
+)
+from attnlab.experiments.learned_positions import train_short as train_learned
+from attnlab.experiments.length_generalization import (
+    LENGTH_EVAL_SEED_OFFSET,
+    LENGTH_METHODS,
+    LENGTH_MODEL,
+    LENGTH_SEEDS,
+    LENGTH_TRAIN_LEN,
+    TRAINED_KINDS,
+    evaluate_lengths,
+    finetune_curve,
+    length_config,
+    method_config,
+    train_short,
+)
+from attnlab.experiments.no_order import (
+    NO_ORDER_MODEL,
+    NO_ORDER_SEQ_LEN,
+    bag_of_tokens_ceiling,
+    train_previous_token,
+)
+from attnlab.experiments.shape_explorer import SHAPE_N_HEADS, SHAPE_SEQ_LEN
+from attnlab.experiments.softmax_sharpness import SHARPNESS_D_K, sharpness_samples
+from attnlab.experiments.why_heads import heads_output, value_coefficients
+from attnlab.model import ModelConfig, forward, init_params, layer_weights
+from attnlab.positional import (
+    alibi_slopes,
+    apply_rope,
+    lookup_positions,
+    sinusoidal_encoding,
+)
+from attnlab.tasks import PreviousToken
+
+#: Chapter 01: the number of keys of the table the chapter prints (16 of 4, 16, 64).
+CH01_N_KEYS = 16
+#: Chapter 02's hand-built example: 7 tokens, values of width 16, target score c = 8.
+CH02_TOKENS, CH02_D_MODEL, CH02_SCORE = 7, 16, 8.0
+#: Chapter 03's table: the widest model of the shape explorer.
+CH03_D_MODEL = 1024
+#: Chapter 04's table: context length and the model it quotes.
+CH04_CONTEXT, CH04_MODEL = 4096, "Llama 2 70B"
+#: Chapter 05: the seeds of the chapter's training runs.
+CH05_SEEDS = (0, 1, 2)
+#: Chapter 06: positions and width of the dot-product matrix, and the offsets printed.
+CH06_LENGTH, CH06_D_MODEL, CH06_OFFSETS = 64, 64, (0, 1, 2, 5, 20)
+#: Chapter 07: the notebook's generator seed (its first spawn trains, the second evaluates).
+CH07_SEED, CH07_RUNS = 2026, 3
+#: Chapter 08: head width and the shifts tried (the chapter shifts by 100 and 10000).
+CH08_D_HEAD, CH08_SHIFTS = 8, (100, 10_000)
+#: Chapter 10's fine-tune at 4L: seeds of its evaluation batches (offset + seed) and of
+#: its training batches, rows of each evaluation batch, rows of each training batch.
+CH10_FT_EVAL_OFFSET, CH10_FT_TRAIN_OFFSET, CH10_FT_ROWS, CH10_FT_BATCH = 500, 600, 128, 16
+#: Chapter 09: the context scales whose unseen pairs the chapter counts.
+CH09_SCALES = (2, 4)
+
+
+class Headline(NamedTuple):
+    """One chapter's measured result: the numbers, and one line that shows them."""
+
+    chapter: int
+    values: dict  # name → number, as measured
+    numbers: str  # the numbers, as the chapter prints them
+    meaning: str  # what they are (Japanese)
+
+
+def ch01_saturation() -> Headline:
+    """Chapter 01: the mean largest softmax weight at the widest d_k, unscaled and scaled.
+
+    Taught in chapter 11.
+    """
+    d_k = max(SHARPNESS_D_K)
+    raw = float(sharpness_samples(d_k, False, CH01_N_KEYS)[1].mean())
+    scaled = float(sharpness_samples(d_k, True, CH01_N_KEYS)[1].mean())
+    return Headline(1, {"割らない": raw, "√d_k で割る": scaled},
+                    f"{raw:.3f} → {scaled:.3f}",
+                    f"最大の重みの平均（d_k = {d_k}、キー {CH01_N_KEYS} 個、割らない → 割る）")
+
+
+def ch02_arrival(rng: np.random.Generator) -> Headline:
+    """Chapter 02: how much of each of two targets reaches the output, 1 head vs 2 heads.
+
+    Taught in chapter 11.
+    """
+    rng = generator(rng)
+    T, D, c = CH02_TOKENS, CH02_D_MODEL, CH02_SCORE
+    half = D // 2
+    values = rng.normal(size=(T, D))  # (T, D): first half syntax, second half meaning
+    subj, mod = 0, T - 2
+    one = np.zeros((1, T))  # (H=1, T): one head wants both targets
+    one[0, [subj, mod]] = c
+    two = np.zeros((2, T))  # (H=2, T): one target per head
+    two[0, subj] = two[1, mod] = c
+    arrived = {}
+    for name, scores in (("1 ヘッド", one), ("2 ヘッド", two)):
+        out = heads_output(scores, values)  # (D,)
+        arrived[name] = float(value_coefficients(out[:half], values[:, :half])[subj])
+    return Headline(2, arrived,
+                    f"{arrived['1 ヘッド']:.3f} vs {arrived['2 ヘッド']:.3f}",
+                    f"ターゲットに届いた量（1 ヘッド vs 幅半分の 2 ヘッド、c = {c:g}）")
+
+
+def ch03_costs() -> Headline:
+    """Chapter 03: parameters and matrix-product FLOPs of MHA for every head count.
+
+    Taught in chapter 11.
+    """
+    costs = [mha_cost(CH03_D_MODEL, h, SHAPE_SEQ_LEN) for h in SHAPE_N_HEADS]
+    params = {c.params["total"] for c in costs}
+    flops = {c.flops["total"] for c in costs}
+    if len(params) != 1 or len(flops) != 1:
+        raise AssertionError("mha_cost がヘッド数によって変わりました")
+    p, f = params.pop(), flops.pop()
+    return Headline(3, {"パラメータ": p, "FLOPs": f},
+                    f"{p:,} / {f:,}",
+                    f"パラメータ / FLOPs（d_model = {CH03_D_MODEL}、T = {SHAPE_SEQ_LEN}、"
+                    f"h = {SHAPE_N_HEADS[0]}〜{SHAPE_N_HEADS[-1]} で同じ）")
+
+
+def ch04_kv_cache() -> Headline:
+    """Chapter 04: the KV cache of a published GQA model, and of the same model as MHA.
+
+    Taught in chapter 11.
+    """
+    preset = PRESETS[CH04_MODEL]
+    gqa = kv_cost(preset, preset.n_kv_heads, CH04_CONTEXT).total_bytes
+    mha = kv_cost(preset, preset.n_heads, CH04_CONTEXT).total_bytes
+    return Headline(4, {"GQA": gqa, "MHA": mha},
+                    f"{format_bytes(gqa)} vs {format_bytes(mha)}",
+                    f"{CH04_MODEL} の KV キャッシュ（{CH04_CONTEXT} トークン、fp16、"
+                    f"K/V ヘッド {preset.n_kv_heads} vs {preset.n_heads}）")
+
+
+def ch05_no_order(rng: np.random.Generator) -> Headline:
+    """Chapter 05: permutation equivariance, the no-position ceiling and trained accuracy.
+
+    ``rng`` draws the input and the projections of the equivariance check; the training
+    runs use the chapter's seeds.
+
+    Taught in chapter 11.
+    """
+    rng = generator(rng)
+    T, D, H = 5, 8, 2
+    x = rng.normal(size=(T, D))  # (T, D)
+    weights = init_mha(D, H, rng=rng)
+    perm = rng.permutation(T)
+    out, _ = multi_head_attention(x, weights, H)  # (T, D)
+    out_p, _ = multi_head_attention(x[perm], weights, H)  # (T, D): rows reordered
+    error = float(np.abs(out_p - out[perm]).max())
+    vocab = NO_ORDER_MODEL["vocab_size"]
+    ceiling = bag_of_tokens_ceiling(vocab, NO_ORDER_SEQ_LEN)
+    acc = {scheme: [train_previous_token(scheme, rng=np.random.default_rng(seed)).eval_accuracy
+                    for seed in CH05_SEEDS] for scheme in ("none", "learned")}
+    values = {"等価性の誤差": error, "上限": ceiling, "位置なし": acc["none"],
+              "学習可能な表": acc["learned"]}
+    blind = " ".join(f"{a:.2f}" for a in acc["none"])
+    ordered = " ".join(f"{a:.2f}" for a in acc["learned"])
+    return Headline(5, values,
+                    f"{blind} / {ordered}（上限 {ceiling:.3f}）",
+                    f"正解率：位置なし / 学習可能な表（{len(CH05_SEEDS)} シード）、"
+                    f"上限は並びを見ない予測の上限")
+
+
+def ch06_toeplitz() -> Headline:
+    """Chapter 06: PE(m)·PE(n) is one number per offset m − n.
+
+    Taught in chapter 11.
+    """
+    pe = sinusoidal_encoding(CH06_LENGTH, CH06_D_MODEL)  # (T, D)
+    gram = pe @ pe.T  # (T, T)
+    spread = max(float(np.ptp(np.diagonal(gram, k)))
+                 for k in range(-CH06_LENGTH + 1, CH06_LENGTH))
+    by_offset = np.array([np.diagonal(gram, -k).mean() for k in CH06_OFFSETS])
+    shown = " ".join(f"{v:.3f}" for v in by_offset)
+    offsets = ", ".join(str(k) for k in CH06_OFFSETS)
+    return Headline(6, {"対角線の中の幅": spread, "内積": by_offset},
+                    shown, f"PE(m)·PE(n)、m − n = {offsets}（d_model = {CH06_D_MODEL}）")
+
+
+def ch07_unused_rows() -> Headline:
+    """Chapter 07: rows of a learned table that training never used, and what they give.
+
+    Taught in chapter 11.
+    """
+    rng = np.random.default_rng(CH07_SEED)
+    runs = [train_learned(run_rng) for run_rng in rng.spawn(CH07_RUNS)]
+    moved = max(float(row_movement(run)[TRAIN_LEN:].max()) for run in runs)
+    past = [float(np.nanmean(accuracy_by_position(run.params, LEARNED_CONFIG,
+                                                  LEARNED_CONFIG.max_len, eval_rng)[TRAIN_LEN:]))
+            for run, eval_rng in zip(runs, rng.spawn(CH07_RUNS), strict=True)]
+    chance = 1 / LEARNED_CONFIG.vocab_size
+    shown = " ".join(f"{a:.2f}" for a in past)
+    return Headline(7, {"使わなかった行の移動": moved, "その位置の正解率": past},
+                    f"{moved:.1f} / {shown}（当て推量 {chance:.3f}）",
+                    "使わなかった行の移動 / その位置での正解率")
+
+
+def ch08_relative(rng: np.random.Generator) -> Headline:
+    """Chapter 08: after RoPE, q_m·k_n is unchanged when m and n move together.
+
+    Taught in chapter 11.
+    """
+    rng = generator(rng)
+    q, k = rng.normal(size=(2, 1, CH08_D_HEAD))  # (1, Dh) each
+    worst = 0.0
+    for m, n in ((3, 1), (5, 9), (0, 7)):
+        base = (apply_rope(q, [m]) @ apply_rope(k, [n]).T).item()
+        for shift in CH08_SHIFTS:
+            moved = (apply_rope(q, [m + shift]) @ apply_rope(k, [n + shift]).T).item()
+            worst = max(worst, abs(moved - base))
+    shifts = ", ".join(f"{s:,}" for s in CH08_SHIFTS)
+    return Headline(8, {"ずらしたときの差": worst},
+                    "< 1e-9", f"q_m·k_n と q_(m+c)·k_(n+c) の差の最大（c = {shifts}）")
+
+
+def ch09_unseen_pairs() -> Headline:
+    """Chapter 09: RoPE pairs that reach angles training never saw, extrapolated and PI.
+
+    Taught in chapter 11.
+    """
+    plain = {s: int(angle_coverage("外挿", s).unseen.sum()) for s in CH09_SCALES}
+    pi = {s: int(angle_coverage("PI", s).unseen.sum()) for s in CH09_SCALES}
+    n_pairs = angle_coverage("外挿", 1).theta.size
+    scales = ", ".join(str(s) for s in CH09_SCALES)
+    return Headline(9, {"外挿": plain, "PI": pi, "対の数": n_pairs},
+                    f"{plain[CH09_SCALES[0]]} / {n_pairs} → {pi[CH09_SCALES[0]]}",
+                    f"見たことのない角度に出る対（外挿 → PI、s = {scales}）")
+
+
+class LengthStudy(NamedTuple):
+    """What :func:`length_study` returns."""
+
+    runs: dict  # seed → {trained kind: TrainedRun}
+    accuracy: dict  # method → (seeds, 3) accuracies at L, 2L, 4L
+    seconds: float  # wall-clock time of the whole study
+
+
+def length_study(seeds=LENGTH_SEEDS) -> LengthStudy:
+    """Chapter 10's study: five kinds trained at L per seed, eight methods at L, 2L, 4L.
+
+    The same runs and evaluation batches as the chapter: per seed,
+    ``np.random.default_rng(seed)`` split into one stream per trained kind, and the
+    batches drawn from ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)``.
+
+    Taught in chapter 11.
+    """
+    start = time.perf_counter()
+    task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
+    runs, per_seed = {}, {}
+    for seed in seeds:
+        streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))
+        runs[seed] = {kind: train_short(length_config(kind), task, rng=stream)
+                      for kind, stream in zip(TRAINED_KINDS, streams, strict=True)}
+        per_seed[seed] = evaluate_lengths(
+            runs[seed], task, rng=np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed))
+    accuracy = {m: np.stack([per_seed[s][m] for s in seeds]) for m in LENGTH_METHODS}
+    return LengthStudy(runs, accuracy, time.perf_counter() - start)
+
+
+def ch10_length(study: LengthStudy) -> Headline:
+    """Chapter 10: accuracy at 4L of the methods the chapter's reading turns on.
+
+    Taught in chapter 11.
+    """
+    methods = ("RoPE 外挿", "RoPE+PI", "RoPE+YaRN", "ALiBi")
+    at_4l = {m: float(study.accuracy[m][:, 2].mean()) for m in methods}
+    shown = " / ".join(f"{at_4l[m]:.2f}" for m in methods)
+    n_seeds = len(study.accuracy[methods[0]])
+    return Headline(10, at_4l, shown,
+                    f"4L での正解率（{n_seeds} シードの平均）：{' / '.join(methods)}")
+
+
+def finetune_4l(study: LengthStudy) -> dict[str, np.ndarray]:
+    """Chapter 10's fine-tune at 4L of every seed's RoPE model, extrapolated and with PI.
+
+    The chapter's settings: 40 steps of 16 rows of length 4L, accuracy on the positions
+    t ≥ L of 128 rows of length 4L after 0, 5, 10, 20 and 40 steps.
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape (seeds, len(FINETUNE_MARKS)).
+
+    Taught in chapter 11.
+    """
+    L = LENGTH_TRAIN_LEN
+    task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
+    config = length_config("RoPE")
+    settings = {"RoPE 外挿": config, "RoPE+PI": method_config(config, "pi", L, 4 * L)}
+    curves = {name: [] for name in settings}
+    for seed, runs in study.runs.items():
+        eval_batch = task(np.random.default_rng(CH10_FT_EVAL_OFFSET + seed), CH10_FT_ROWS,
+                          4 * L)  # (128, 4L)
+        for name, cfg in settings.items():
+            curves[name].append(finetune_curve(
+                runs["RoPE"].params, cfg, task,
+                rng=np.random.default_rng(CH10_FT_TRAIN_OFFSET + seed),
+                eval_batch=eval_batch, batch_size=CH10_FT_BATCH))
+    return {name: np.stack(c) for name, c in curves.items()}  # (seeds, marks)
+
+
+# --- the encodings side by side ------------------------------------------------------------
+
+#: Where each scheme puts the position into the model.
+ENTRY = {"none": "入らない", "sinusoidal": "入力に足す", "learned": "入力に足す",
+         "rope": "q・k を回す", "alibi": "スコアに足す"}
+
+
+def first_layer_weights(params: dict, config: ModelConfig, tokens: np.ndarray,
+                        positions) -> np.ndarray:
+    """The first layer's attention weights with the tokens placed at ``positions``.
+
+    The model of :mod:`attnlab.model` always numbers a row ``0 … T−1``; here the same
+    arithmetic takes any positions: the sinusoidal or learned rows of those positions
+    are added to the embeddings, RoPE turns q and k by their angles, ALiBi adds
+    −m_h·|p_i − p_j|. At ``positions = 0 … T−1`` it equals ``forward(…).attn[0]``.
+
+    Parameters
+    ----------
+    params : dict
+    config : ModelConfig
+    tokens : np.ndarray of int
+        Shape (B, T).
+    positions : array of int
+        Shape (T,).
+
+    Returns
+    -------
+    np.ndarray
+        Shape (B, H, T, T).
+
+    Taught in chapter 11.
+    """
+    positions = np.asarray(positions)
+    T = tokens.shape[1]
+    if positions.shape != (T,):
+        raise ValueError(f"positions の形 {positions.shape} が系列長 T={T} と合いません")
+    x = params["embed"][tokens]  # (B, T, D)
+    if config.positional == "sinusoidal":
+        table = sinusoidal_encoding(int(positions.max()) + 1, config.d_model,
+                                    dtype=config.dtype)  # (max pos + 1, D)
+        x = x + table[positions]
+    elif config.positional == "learned":
+        x = x + lookup_positions(params["pos"], positions)  # (T, D) over B
+    bias = None
+    if config.positional == "alibi":
+        distance = np.abs(positions[:, None] - positions[None, :])  # (T, T)
+        bias = -alibi_slopes(config.n_heads)[:, None, None] * distance  # (H, T, T)
+    _, attn = multi_head_attention(x, layer_weights(params, 0), config.n_heads,
+                                   n_kv_heads=config.n_kv_heads,
+                                   mask=causal_mask(T) if config.causal else None,
+                                   rope=config.rope, bias=bias,
+                                   positions=positions if config.rope else None)
+    return attn  # (B, H, T, T)
+
+
+def shift_difference(params: dict, config: ModelConfig, tokens: np.ndarray,
+                     shift: int) -> float:
+    """The largest change of the first layer's weights when every token moves by ``shift``.
+
+    0 (to rounding) when the scores depend on the positions only through m − n.
+
+    Taught in chapter 11.
+    """
+    T = tokens.shape[1]
+    here = first_layer_weights(params, config, tokens, np.arange(T))
+    there = first_layer_weights(params, config, tokens, np.arange(T) + shift)
+    return float(np.abs(there - here).max())
+
+
+def runs_past(config: ModelConfig, length: int) -> bool:
+    """Whether the model accepts a sequence of ``length`` tokens at all.
+
+    Taught in chapter 11.
+    """
+    length = positive_int(length, "length")
+    params = init_params(config, np.random.default_rng(0))
+    try:
+        forward(params, np.zeros((1, length), dtype=int), config)
+    except IndexError:
+        return False
+    return True
+
+
+def extra_parameters(config: ModelConfig) -> int:
+    """Parameters the positional scheme adds to the same model without positions.
+
+    Taught in chapter 11.
+    """
+    def count(cfg):
+        return sum(p.size for p in init_params(cfg, np.random.default_rng(0)).values())
+
+    none = dataclasses.replace(config, positional="none")
+    return count(config) - count(none)
+
+
+class EncodingRow(NamedTuple):
+    """One row of :func:`encoding_rows`."""
+
+    method: str
+    entry: str  # where the position enters (ENTRY)
+    extra_params: int
+    shift_difference: float  # the largest change of layer-0 weights, tokens moved by L
+    runs_past: bool  # the model accepts 4L tokens
+    accuracy: np.ndarray | None  # (seeds, 3) at L, 2L, 4L; None for the L-row table
+
+
+#: The table of L rows: not trained, it is the 4L-row table's first L rows (chapter 10).
+SHORT_TABLE = "学習（L 行）"
+
+
+def encoding_rows(study: LengthStudy, *, rng: np.random.Generator,
+                  train_len: int = LENGTH_TRAIN_LEN) -> list[EncodingRow]:
+    """Every method of chapter 10, plus the table of L rows, with what defines it.
+
+    ``shift_difference`` uses the first seed's trained model on one batch of ``rng``,
+    moved by ``train_len`` positions, at ``4 · train_len`` settings for the RoPE methods
+    (as chapter 10 evaluates them at 4L).
+
+    Taught in chapter 11.
+    """
+    rng = generator(rng)
+    first = next(iter(study.runs.values()))
+    tokens = rng.integers(LENGTH_MODEL["vocab_size"], size=(8, train_len))  # (8, L)
+    rows = []
+    for method, (kind, scaling) in LENGTH_METHODS.items():
+        config = length_config(kind, train_len)
+        run_config = method_config(config, scaling, train_len, 4 * train_len)
+        params = first[kind].params
+        rows.append(EncodingRow(
+            method, ENTRY[config.positional], extra_parameters(config),
+            shift_difference(params, run_config, tokens, train_len),
+            runs_past(config, 4 * train_len), study.accuracy[method]))
+        if kind == "学習（4L 行）":
+            short = length_config(kind, train_len, table_factor=1)
+            rows.append(EncodingRow(SHORT_TABLE, ENTRY["learned"], extra_parameters(short),
+                                    float("nan"), runs_past(short, 2 * train_len), None))
+    return rows
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a monospaced font: 2 for wide (CJK) characters.
+
+    Taught in chapter 11.
+    """
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+

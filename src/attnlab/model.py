@@ -490,6 +490,8 @@ class _Block(NamedTuple):
     v_t: np.ndarray | None  # (B, Hkv, 1, Dh, T) V transposed, contiguous
     attn: np.ndarray  # (B, Hkv, G, T, T) the attention weights
     concat: np.ndarray | None  # (B·T, D) the heads that are on, side by side
+    rows_chosen: np.ndarray | None = None  # (N, D) the last block's rows[chosen]
+    concat_chosen: np.ndarray | None = None  # (N, D) and concat[chosen]
 
 
 def _heads(rows: np.ndarray, B: int, T: int, n_kv: int, group: int) -> np.ndarray:
@@ -592,28 +594,27 @@ def _rotate(rows: np.ndarray, tables, which: int, T: int, d_head: int) -> np.nda
 def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
     """The softmax over keys of ``scores`` (..., T, T), in place; ``offset`` added first.
 
-    Subtracting any constant c_i from row i leaves its softmax unchanged; the usual c_i
-    is the row's maximum, but numpy takes the maximum of many short rows slowly. Here
-    c_i = max(s_ii, M − R): the query's score against its own key (which every query
-    sees), raised if needed to R below the largest score M of its T×T block (one head
-    of one sequence), which numpy finds fast. No entry then exceeds exp(R): no
-    overflow (R = 64 in float32, 600 in float64). A row's sum is at least
-    exp(row max − c_i); if one lies below √tiny (all of a row's scores more than about
-    R + 43 below its block's largest, in float32), the scores are made again
-    (``recompute()``) and the row maxima taken. The rows are summed by a matrix product
-    with ones.
+    Subtracting any constant from a row leaves its softmax unchanged. The usual one is
+    the row's maximum, but numpy takes the maxima of many short rows slowly, and
+    subtracting one number per row is itself a slow pass (one short loop per row). Here
+    every row gets the same c = M − R, where M is the largest of all the scores (one
+    fast reduction): no entry then exceeds exp(R), so nothing overflows (R = 64 in
+    float32, 600 in float64), and c folds into the small ``offset`` table, so the shift
+    costs no pass of its own. A row's sum is at least exp(row max − c); if one lies below
+    √tiny (in float32: a row whose scores all lie more than about R + 43 below M), the
+    scores are made again (``recompute()``) and the row maxima taken. The rows are
+    summed by a matrix product with ones.
     """
-    if offset is not None:
-        scores += offset  # ALiBi bias and −inf on hidden keys
     T = scores.shape[-1]
     reach = 64.0 if scores.dtype == np.float32 else 600.0  # R
-    block_max = scores.reshape(*scores.shape[:-2], T * T).max(axis=-1)  # (...,)
-    shift = scores.diagonal(axis1=-2, axis2=-1).copy()  # (..., T): s_ii
-    np.maximum(shift, (block_max - reach)[..., None], out=shift)
-    scores -= shift[..., None]
+    shift = scores.max() - scores.dtype.type(reach)  # c, from every score, hidden ones too
+    if offset is not None:  # ALiBi bias and −inf on hidden keys, and −c, in one pass
+        scores += offset - shift  # offset is (H or 1, T, T): a small table
+    else:
+        scores -= shift
     np.exp(scores, out=scores)
     sums = scores @ _ones(T, scores.dtype)  # (..., T, 1)
-    if sums.min() < np.sqrt(np.finfo(scores.dtype).tiny):  # rare: the row maxima
+    if not sums.min() >= np.sqrt(np.finfo(scores.dtype).tiny):  # rare: the row maxima
         scores[...] = recompute()
         if offset is not None:
             scores += offset
@@ -642,11 +643,14 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
     H, Hkv, Dh = config.heads
     G = H // Hkv
     rows = x.reshape(B * T, D)  # (B·T, D)
+    rows_chosen = concat_chosen = None  # (N, D) each, for the last block
     if chosen is None:
         q = _project(rows, w_q, inputs, T)  # (B·T, D)
     else:
         q = np.zeros((B * T, D), dtype=x.dtype)  # (B·T, D): the rows no loss reads stay 0
-        q[chosen] = _project(rows, w_q, inputs, T, chosen)
+        rows_chosen = rows[chosen]  # gathered once, for y and for dW_q
+        q[chosen] = (_project(rows, w_q, inputs, T, chosen) if inputs is not None
+                     else rows_chosen @ w_q)
     q *= 1.0 / math.sqrt(Dh)  # scale the queries: T·D numbers instead of H·T² scores
     k = _project(rows, w_k, inputs, T)  # (B·T, Hkv·Dh)
     if steps.rope is not None:
@@ -665,13 +669,14 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
     if keep is not None:
         concat.reshape(B * T, H, Dh)[...] *= keep[:, None]  # off: adds nothing
     if chosen is not None:  # the last block: only the rows the loss reads, (N, D)
-        y = concat[chosen] @ w_o
-        y += rows[chosen]
+        concat_chosen = concat[chosen]  # gathered once, for y and for dW_o
+        y = concat_chosen @ w_o
+        y += rows_chosen
     else:
         y = _by_sequence(concat, w_o, T).reshape(B, T, D)  # (B, T, D)
         y += x
     v_t = np.ascontiguousarray(v.swapaxes(-1, -2))  # (B, Hkv, 1, Dh, T)
-    return y, _Block(rows, q, k, v_t, attn, concat)
+    return y, _Block(rows, q, k, v_t, attn, concat, rows_chosen, concat_chosen)
 
 
 def _forward(params, tokens, config, ablate, chosen):
@@ -797,10 +802,16 @@ def _cross_entropy(logits, targets, backward: bool = True):
     """
     shifted = logits - logits.max(axis=-1, keepdims=True)  # (N, V)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (N, V)
-    rows = np.arange(len(targets))
     n = len(targets)
+    rows = np.arange(n)
     loss = -float(log_probs[rows, targets].sum()) / n
-    accuracy = float((logits.argmax(axis=-1) == targets).mean())
+    # the target is the argmax iff its shifted logit is 0 and no earlier one is: with no
+    # ties (exactly one 0 per row) that is one look-up, not an argmax over short rows
+    top = shifted == 0  # (N, V)
+    if np.count_nonzero(top) == n:
+        accuracy = float(top[rows, targets].mean())
+    else:  # a tie somewhere: argmax takes the first
+        accuracy = float((logits.argmax(axis=-1) == targets).mean())
     if not backward:
         return loss, None, accuracy
     d_logits = np.exp(log_probs)  # softmax (N, V); dL/dlogits = softmax − one-hot
@@ -844,7 +855,7 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
         grads[key_o] = concat.T @ d_y  # (D, D)
         d_concat = _by_sequence(d_y, w_o.T, T)  # (B·T, D)
     else:  # only the rows the loss reads
-        grads[key_o] = concat[chosen].T @ d_y  # (D, D)
+        grads[key_o] = block.concat_chosen.T @ d_y  # (D, D)
         d_concat = np.zeros_like(concat)  # (B·T, D)
         d_concat[chosen] = d_y @ w_o.T
         if inputs is not None:  # a one-layer model: the full rows, for the parts below
@@ -888,10 +899,12 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     if inputs is not None:
         return _first_block_backward(d_y, projections, inputs, config.vocab_size, grads)
     if chosen is not None:  # dq is 0 outside the rows the loss reads
-        grads[key_q] = rows[chosen].T @ d_q[chosen]  # (D, D)
+        d_q_chosen = d_q[chosen]  # (N, D)
+        grads[key_q] = block.rows_chosen.T @ d_q_chosen  # (D, D)
         d_rows = _by_sequence(d_k, w_k.T, T)  # (B·T, D)
         d_rows += _by_sequence(d_v, w_v.T, T)
-        d_rows[chosen] += d_y + d_q[chosen] @ w_q.T  # and the residual path passes dy
+        d_y += d_q_chosen @ w_q.T  # d_y is this function's own (N, D) array
+        d_rows[chosen] += d_y  # and the residual path passes dy
         grads[key_k], grads[key_v] = rows.T @ d_k, rows.T @ d_v
         return d_rows
     d_rows = d_y.copy()  # (B·T, D): the residual path passes dy through

@@ -642,6 +642,9 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
     B, T, D = x.shape
     H, Hkv, Dh = config.heads
     G = H // Hkv
+    # q = x (W_q / √Dh): the scaling on D·D numbers instead of a pass over the B·T·D
+    # queries (or the H·T² scores); with Dh a power of 4 it is exact, bit for bit
+    w_q = w_q * (1.0 / math.sqrt(Dh))
     rows = x.reshape(B * T, D)  # (B·T, D)
     rows_chosen = concat_chosen = None  # (N, D) each, for the last block
     if chosen is None:
@@ -651,7 +654,6 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
         rows_chosen = rows[chosen]  # gathered once, for y and for dW_q
         q[chosen] = (_project(rows, w_q, inputs, T, chosen) if inputs is not None
                      else rows_chosen @ w_q)
-    q *= 1.0 / math.sqrt(Dh)  # scale the queries: T·D numbers instead of H·T² scores
     k = _project(rows, w_k, inputs, T)  # (B·T, Hkv·Dh)
     if steps.rope is not None:
         q = _rotate(q, steps.rope, 0, T, Dh)
@@ -848,6 +850,8 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     H, Hkv, Dh = config.heads
     G = H // Hkv
     B, _, _, T, _ = block.attn.shape
+    scale = 1.0 / math.sqrt(Dh)
+    w_q = w_q * scale  # the forward pass's W_q / √Dh: d_q below is the gradient of q = x w_q
     rows, attn, concat = block.rows, block.attn, block.concat
 
     # y = x + concat(O) W_o
@@ -878,7 +882,6 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     d_k = np.empty((B * T, Hkv * Dh), dtype=d_y.dtype)  # (B·T, Hkv·Dh)
     d_v = np.empty_like(d_k)
     np.matmul(d_attn, block.k, out=_heads(d_q, B, T, Hkv, G))
-    d_q *= 1.0 / math.sqrt(Dh)  # the scaling q = x W_q / √Dh
     if G == 1:  # one query head per K/V head: (B, H, T, ·) throughout
         d_s_t, queries = d_attn[:, :, 0].swapaxes(-1, -2), block.q[:, :, 0]
         attn_t, d_out = attn[:, :, 0].swapaxes(-1, -2), d_out[:, :, 0]
@@ -897,10 +900,13 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     # q, k, v = x W_q, x W_k, x W_v, and the residual path x → y
     projections = ((key_q, w_q, d_q), (key_k, w_k, d_k), (key_v, w_v, d_v))
     if inputs is not None:
-        return _first_block_backward(d_y, projections, inputs, config.vocab_size, grads)
+        d_x = _first_block_backward(d_y, projections, inputs, config.vocab_size, grads)
+        grads[key_q] *= scale  # dW_q = dw_q / √Dh, on D·D numbers
+        return d_x
     if chosen is not None:  # dq is 0 outside the rows the loss reads
         d_q_chosen = d_q[chosen]  # (N, D)
         grads[key_q] = block.rows_chosen.T @ d_q_chosen  # (D, D)
+        grads[key_q] *= scale
         d_rows = _by_sequence(d_k, w_k.T, T)  # (B·T, D)
         d_rows += _by_sequence(d_v, w_v.T, T)
         d_y += d_q_chosen @ w_q.T  # d_y is this function's own (N, D) array
@@ -911,6 +917,7 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     for key, w, d_proj in projections:
         grads[key] = rows.T @ d_proj  # (D, ·)
         d_rows += _by_sequence(d_proj, w.T, T)  # (B·T, D)
+    grads[key_q] *= scale
     return d_rows
 
 

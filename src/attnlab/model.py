@@ -594,27 +594,43 @@ def _rotate(rows: np.ndarray, tables, which: int, T: int, d_head: int) -> np.nda
 def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
     """The softmax over keys of ``scores`` (..., T, T), in place; ``offset`` added first.
 
-    Subtracting any constant from a row leaves its softmax unchanged. The usual one is
-    the row's maximum, but numpy takes the maxima of many short rows slowly, and
-    subtracting one number per row is itself a slow pass (one short loop per row). Here
-    every row gets the same c = M − R, where M is the largest of all the scores (one
-    fast reduction): no entry then exceeds exp(R), so nothing overflows (R = 64 in
+    Subtracting any constant c_i from row i leaves its softmax unchanged. The usual c_i
+    is the row's maximum, but numpy takes the maxima of many short rows slowly, and
+    subtracting one number per row is itself a slow pass (one short loop per row).
+
+    Usually every row gets the same c = M − R, where M is the largest of all the scores
+    (one fast reduction): no entry then exceeds exp(R), so nothing overflows (R = 64 in
     float32, 600 in float64), and c folds into the small ``offset`` table, so the shift
-    costs no pass of its own. A row's sum is at least exp(row max − c); if one lies below
-    √tiny (in float32: a row whose scores all lie more than about R + 43 below M), the
+    costs no pass of its own. A row's largest entry is at least its score against its
+    own key, s_ii (every query sees its own key); if some s_ii lies more than R + L
+    below M, its row could underflow (exp(−L) = √tiny: L ≈ 43 in float32), and the rows
+    are shifted one by one instead, by c_i = max(s_ii, M_b − R) with M_b the largest
+    score of the row's T×T block (one head of one sequence), as sharp heads need.
+    A row's sum is at least exp(row max − c_i); if one still lies below √tiny, the
     scores are made again (``recompute()``) and the row maxima taken. The rows are
     summed by a matrix product with ones.
     """
     T = scores.shape[-1]
+    tiny = np.sqrt(np.finfo(scores.dtype).tiny)
     reach = 64.0 if scores.dtype == np.float32 else 600.0  # R
-    shift = scores.max() - scores.dtype.type(reach)  # c, from every score, hidden ones too
-    if offset is not None:  # ALiBi bias and −inf on hidden keys, and −c, in one pass
-        scores += offset - shift  # offset is (H or 1, T, T): a small table
-    else:
-        scores -= shift
+    largest = scores.max()  # M, over every score, hidden ones too
+    own = scores.diagonal(axis1=-2, axis2=-1)  # (..., T) s_ii, a view
+    if own.min() >= largest - reach + np.log(tiny):  # one shift serves every row
+        shift = largest - scores.dtype.type(reach)  # c
+        if offset is not None:  # ALiBi bias and −inf on hidden keys, and −c, in one pass
+            scores += offset - shift  # offset is (H or 1, T, T): a small table
+        else:
+            scores -= shift
+    else:  # scores far apart (sharp heads): a shift per row
+        if offset is not None:
+            scores += offset
+        block_max = scores.reshape(*scores.shape[:-2], T * T).max(axis=-1)  # (...,) M_b
+        shift = own.copy()  # (..., T): s_ii (the offset adds 0 there)
+        np.maximum(shift, (block_max - reach)[..., None], out=shift)
+        scores -= shift[..., None]
     np.exp(scores, out=scores)
     sums = scores @ _ones(T, scores.dtype)  # (..., T, 1)
-    if not sums.min() >= np.sqrt(np.finfo(scores.dtype).tiny):  # rare: the row maxima
+    if not sums.min() >= tiny:  # rare: the row maxima
         scores[...] = recompute()
         if offset is not None:
             scores += offset

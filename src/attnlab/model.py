@@ -591,6 +591,12 @@ def _rotate(rows: np.ndarray, tables, which: int, T: int, d_head: int) -> np.nda
     return out.reshape(rows.shape)
 
 
+# per dtype: R, √tiny and log √tiny of _softmax_rows (np.finfo is slow to ask every call)
+_SOFTMAX_LIMITS = {dtype: (reach, np.sqrt(np.finfo(dtype).tiny),
+                           float(np.log(np.sqrt(np.finfo(dtype).tiny))))
+                   for dtype, reach in ((np.float32, 64.0), (np.float64, 600.0))}
+
+
 def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
     """The softmax over keys of ``scores`` (..., T, T), in place; ``offset`` added first.
 
@@ -611,11 +617,10 @@ def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
     summed by a matrix product with ones.
     """
     T = scores.shape[-1]
-    tiny = np.sqrt(np.finfo(scores.dtype).tiny)
-    reach = 64.0 if scores.dtype == np.float32 else 600.0  # R
+    reach, tiny, log_tiny = _SOFTMAX_LIMITS[scores.dtype.type]  # R, √tiny, −L
     largest = scores.max()  # M, over every score, hidden ones too
     own = scores.diagonal(axis1=-2, axis2=-1)  # (..., T) s_ii, a view
-    if own.min() >= largest - reach + np.log(tiny):  # one shift serves every row
+    if own.min() >= largest - reach + log_tiny:  # one shift serves every row
         shift = largest - scores.dtype.type(reach)  # c
         if offset is not None:  # ALiBi bias and −inf on hidden keys, and −c, in one pass
             scores += offset - shift  # offset is (H or 1, T, T): a small table

@@ -591,13 +591,22 @@ def _rotate(rows: np.ndarray, tables, which: int, T: int, d_head: int) -> np.nda
     return out.reshape(rows.shape)
 
 
+def _norm_bound(q: np.ndarray, k_t: np.ndarray) -> np.ndarray:
+    """An upper bound of every row's largest score, (B, Hkv, G, T): |q_i| · max_j |k_j|
+    (Cauchy–Schwarz; the offsets add nothing positive) for q (B, Hkv, G, T, Dh) and
+    k_t (B, Hkv, 1, Dh, T)."""
+    q_norms = np.sqrt((q * q) @ _ones(q.shape[-1], q.dtype))[..., 0]  # (B, Hkv, G, T)
+    k_norms = np.sqrt((k_t * k_t).sum(axis=-2))  # (B, Hkv, 1, T)
+    return q_norms * k_norms.max(axis=-1, keepdims=True)  # (B, Hkv, G, T)
+
+
 # per dtype: R, √tiny and log √tiny of _softmax_rows (np.finfo is slow to ask every call)
 _SOFTMAX_LIMITS = {dtype: (reach, np.sqrt(np.finfo(dtype).tiny),
                            float(np.log(np.sqrt(np.finfo(dtype).tiny))))
                    for dtype, reach in ((np.float32, 64.0), (np.float64, 600.0))}
 
 
-def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
+def _softmax_rows(scores: np.ndarray, offset, recompute, row_bound=None) -> np.ndarray:
     """The softmax over keys of ``scores`` (..., T, T), in place; ``offset`` added first.
 
     Subtracting any constant c_i from row i leaves its softmax unchanged. The usual c_i
@@ -612,9 +621,9 @@ def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
     below M, its row could underflow (exp(−L) = √tiny: L ≈ 43 in float32), and the rows
     are shifted one by one instead, by c_i = max(s_ii, M_b − R) with M_b the largest
     score of the row's T×T block (one head of one sequence), as sharp heads need.
-    A row's sum is at least exp(row max − c_i); if one still lies below √tiny, the
-    scores are made again (``recompute()``) and the row maxima taken. The rows are
-    summed by a matrix product with ones.
+    A row's sum is at least exp(row max − c_i); the rows whose sum still lies below
+    √tiny are made again (from ``recompute()``, all the scores) and shifted by their
+    own maxima. The rows are summed by a matrix product with ones.
     """
     T = scores.shape[-1]
     reach, tiny, log_tiny = _SOFTMAX_LIMITS[scores.dtype.type]  # R, √tiny, −L
@@ -629,19 +638,23 @@ def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
     else:  # scores far apart (sharp heads): a shift per row
         if offset is not None:
             scores += offset
-        block_max = scores.reshape(*scores.shape[:-2], T * T).max(axis=-1)  # (...,) M_b
+        bound = scores.reshape(*scores.shape[:-2], T * T).max(axis=-1)[..., None]  # M_b
+        if row_bound is not None:  # a bound per row, often far below its block's M_b
+            bound = np.minimum(bound, row_bound())  # (..., T)
         shift = own.copy()  # (..., T): s_ii (the offset adds 0 there)
-        np.maximum(shift, (block_max - reach)[..., None], out=shift)
+        np.maximum(shift, bound - reach, out=shift)
         scores -= shift[..., None]
     np.exp(scores, out=scores)
     sums = scores @ _ones(T, scores.dtype)  # (..., T, 1)
-    if not sums.min() >= tiny:  # rare: the row maxima
-        scores[...] = recompute()
+    bad = ~(sums[..., 0] >= tiny)  # (..., T) rows that underflowed (or are not finite)
+    if bad.any():  # rare: those rows again, shifted by their own maxima
+        rows = recompute()[bad]  # (n, T); only the few bad rows are worked on
         if offset is not None:
-            scores += offset
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)
-        sums = scores.sum(axis=-1, keepdims=True)
+            rows += np.broadcast_to(offset, scores.shape)[bad]
+        rows -= rows.max(axis=-1, keepdims=True)
+        np.exp(rows, out=rows)
+        scores[bad] = rows
+        sums[bad] = rows.sum(axis=-1, keepdims=True)
     scores *= 1.0 / sums  # one division per row, not per score
     return scores
 
@@ -686,7 +699,8 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
         q = np.ascontiguousarray(q)  # the backward pass stacks each group's queries
     k_t = np.ascontiguousarray(k.swapaxes(-1, -2))  # (B, Hkv, 1, Dh, T)
     scores = q @ k_t  # (B, Hkv, G, T, T), already divided by √Dh
-    attn = _softmax_rows(scores, steps.offset, lambda: q @ k_t)
+    attn = _softmax_rows(scores, steps.offset, lambda: q @ k_t,
+                         lambda: _norm_bound(q, k_t))
     concat = np.empty((B * T, D), dtype=x.dtype)  # (B·T, D)
     np.matmul(attn, v, out=_heads(concat, B, T, Hkv, G))  # every head's output, in place
     if keep is not None:

@@ -1,7 +1,7 @@
 """Time training steps of the toy transformer, and the training runs the chapters need.
 
 Usage: python benchmarks/train_speed.py [--repeats N] [--limit S] [--steps-only]
-       python benchmarks/train_speed.py --compare OLD_SRC [--rounds R] [--repeats N]
+       python benchmarks/train_speed.py --compare OLD_SRC [--rounds R] [--repeats N] [--warm W]
        python benchmarks/train_speed.py --lines N [--warm W] [--repeats N]
 
 First, one training step (a batch from the task, forward, backward, Adam) of the
@@ -20,9 +20,11 @@ tracer: where to look when the engine is to get faster.
 ``src`` folder, e.g. a ``git worktree`` of an older commit) side by side with this one:
 two worker processes, one importing each version, take turns for ``--rounds`` rounds of
 ``--repeats`` steps per configuration (which one goes first alternates), so that a busy
-machine slows both alike. Prints per configuration the median ms per step of each (wall
-clock and CPU time of the process) and the ratio old / new. The environment variable
-``NEW_SRC`` puts another ``src`` folder on the new side (to compare two drafts).
+machine slows both alike; ``--warm W`` trains W steps first, untimed, so that the
+heads are as sharp as in a chapter's run. Prints per configuration the median ms per
+step of each (wall clock and CPU time of the process) and the ratio old / new. The
+environment variable ``NEW_SRC`` puts another ``src`` folder on the new side (to
+compare two drafts).
 """
 
 import argparse
@@ -169,7 +171,7 @@ def worker() -> int:
     return 0
 
 
-def compare(old_src: str, rounds: int, repeats: int) -> int:
+def compare(old_src: str, rounds: int, repeats: int, warm: int = 0) -> int:
     """Time the old and the new engine in alternation; print medians and ratios."""
     here = Path(__file__).resolve()
     new_src = os.environ.get("NEW_SRC", str(here.parents[1] / "src"))
@@ -181,6 +183,11 @@ def compare(old_src: str, rounds: int, repeats: int) -> int:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     times = {(name, i): ([], []) for name in workers for i in range(len(SETTINGS))}
     try:
+        for i in range(len(SETTINGS)):  # --warm: train first, untimed (sharp heads later on)
+            for process in (workers.values() if warm else ()):
+                process.stdin.write(f"{i} {warm}\n")
+                process.stdin.flush()
+                process.stdout.readline()
         for round_ in range(rounds):
             for i in range(len(SETTINGS)):
                 order = ("old", "new") if (round_ + i) % 2 == 0 else ("new", "old")
@@ -197,7 +204,7 @@ def compare(old_src: str, rounds: int, repeats: int) -> int:
             process.wait()
     print(f"旧: {old_src}\n新: {new_src}")
     print(f"1 ステップ（バッチ生成・順伝播・逆伝播・Adam）の中央値, {rounds} 回交互 × "
-          f"{repeats} ステップ: V=32, D=64, H=4, L=2, T=32, B=64")
+          f"{repeats} ステップ（先に {warm} ステップ学習）: V=32, D=64, H=4, L=2, T=32, B=64")
     print(f"{'設定':<22} {'旧 ms':>8} {'新 ms':>8} {'旧/新':>6}   "
           f"{'旧 CPU ms':>9} {'新 CPU ms':>9} {'旧/新':>6}")
     for i, setting in enumerate(SETTINGS):
@@ -219,12 +226,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="alternations for --compare")
     parser.add_argument("--lines", type=int, metavar="N",
                         help="print the N slowest source lines of each configuration's step")
-    parser.add_argument("--warm", type=int, default=30, help="steps trained before --lines")
+    parser.add_argument("--warm", type=int, default=None,
+                        help="steps trained before timing (--lines: 30, --compare: 0)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker()
     if args.lines:
+        args.warm = 30 if args.warm is None else args.warm
         for setting in SETTINGS:
             plain, rows = line_times(ModelConfig(**CHAPTER, **setting), args.warm, args.repeats)
             traced = sum(row[0] for row in rows)
@@ -234,7 +243,8 @@ def main(argv: list[str]) -> int:
                 print(f"{ms:7.3f} ms {per_step:4.0f}× {name}:{line:<5} {source[:70]}")
         return 0
     if args.compare:
-        return compare(args.compare, args.rounds, args.repeats)
+        args.warm = args.warm or 0
+        return compare(args.compare, args.rounds, args.repeats, args.warm)
 
     print("1 ステップ（バッチ生成・順伝播・逆伝播・Adam）: V=32, D=64, H=4, L=2, T=32, B=64")
     print(f"{'設定':<22} {'中央値 ms':>10} {'最速 ms':>8} {'ステップ/秒':>11}")

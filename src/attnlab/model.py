@@ -595,8 +595,9 @@ def _norm_bound(q: np.ndarray, k_t: np.ndarray) -> np.ndarray:
     """An upper bound of every row's largest score, (B, Hkv, G, T): |q_i| · max_j |k_j|
     (Cauchy–Schwarz; the offsets add nothing positive) for q (B, Hkv, G, T, Dh) and
     k_t (B, Hkv, 1, Dh, T)."""
-    q_norms = np.sqrt((q * q) @ _ones(q.shape[-1], q.dtype))[..., 0]  # (B, Hkv, G, T)
-    k_norms = np.sqrt((k_t * k_t).sum(axis=-2))  # (B, Hkv, 1, T)
+    ones = _ones(q.shape[-1], q.dtype)  # (Dh, 1): sums over Dh as products
+    q_norms = np.sqrt((q * q) @ ones)[..., 0]  # (B, Hkv, G, T)
+    k_norms = np.sqrt(ones.T @ (k_t * k_t))[..., 0, :]  # (B, Hkv, 1, T)
     return q_norms * k_norms.max(axis=-1, keepdims=True)  # (B, Hkv, G, T)
 
 

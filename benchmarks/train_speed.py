@@ -1,7 +1,8 @@
 """Time training steps of the toy transformer, and the training runs the chapters need.
 
 Usage: python benchmarks/train_speed.py [--repeats N] [--limit S] [--steps-only]
-       python benchmarks/train_speed.py --compare OLD_SRC [--rounds R] [--repeats N]
+       python benchmarks/train_speed.py --compare OLD_SRC [--rounds R] [--repeats N] [--warm W]
+       python benchmarks/train_speed.py --lines N [--warm W] [--repeats N]
 
 First, one training step (a batch from the task, forward, backward, Adam) of the
 chapter-sized model (V=32, D=64, H=4, L=2, T=32, B=64, float32) for every positional
@@ -10,13 +11,20 @@ second. Then every run listed in ``CHAPTER_RUNS`` is trained once, as the chapte
 train it, and timed; the script exits with 1 if one takes longer than ``--limit``
 seconds (20 by default: the notebook tests must stay quick).
 
+``--lines N`` prints, for every configuration, the N source lines of attnlab that take
+the most time in a training step (their own time, without the functions they call),
+measured with ``sys.settrace`` after ``--warm`` steps, and the step time without the
+tracer: where to look when the engine is to get faster.
+
 ``--compare OLD_SRC`` times the same training step of another version of attnlab (its
 ``src`` folder, e.g. a ``git worktree`` of an older commit) side by side with this one:
 two worker processes, one importing each version, take turns for ``--rounds`` rounds of
 ``--repeats`` steps per configuration (which one goes first alternates), so that a busy
-machine slows both alike. Prints per configuration the median ms per step of each (wall
-clock and CPU time of the process) and the ratio old / new. The environment variable
-``NEW_SRC`` puts another ``src`` folder on the new side (to compare two drafts).
+machine slows both alike; ``--warm W`` trains W steps first, untimed, so that the
+heads are as sharp as in a chapter's run. Prints per configuration the median ms per
+step of each (wall clock and CPU time of the process) and the ratio old / new. The
+environment variable ``NEW_SRC`` puts another ``src`` folder on the new side (to
+compare two drafts).
 """
 
 import argparse
@@ -81,6 +89,65 @@ def label(setting: dict) -> str:
     return ", ".join(f"{k}={v}" if k != "positional" else v for k, v in setting.items())
 
 
+def line_times(config: ModelConfig, warm: int, steps: int) -> tuple[float, list]:
+    """Milliseconds per step without a tracer, and (ms per step, calls per step, file,
+    line, source) for every line of attnlab run in a step, its own time only."""
+    import linecache
+
+    rng = np.random.default_rng(0)
+    params = init_params(config, rng)
+    optimiser = Adam(params)
+    task = RepeatedSequence(config.vocab_size)
+
+    def step():
+        _, grads = loss_and_grads(params, task(rng, 64, 32), config)
+        optimiser.step(params, grads)
+
+    for _ in range(warm):  # training changes the scores: sharp heads take other paths
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    plain = (time.perf_counter() - start) / steps * 1000
+    own, calls = {}, {}
+    stack = []  # per active frame: [file, line, start of the line, time spent in calls]
+
+    def close(record, now):
+        if record[1] is not None:
+            key = (record[0], record[1])
+            own[key] = own.get(key, 0.0) + now - record[2] - record[3]
+            calls[key] = calls.get(key, 0) + 1
+
+    def tracer(frame, event, arg):
+        if "attnlab" not in frame.f_code.co_filename:
+            return None
+        now = time.perf_counter()
+        stack.append([frame.f_code.co_filename, None, now, 0.0, now])
+
+        def local(frame, event, arg):
+            record = stack[-1]
+            close(record, time.perf_counter())
+            if event == "return":
+                stack.pop()
+                if stack:  # the caller's line does not count the call's time as its own
+                    stack[-1][3] += time.perf_counter() - record[4]
+            else:
+                record[1], record[2], record[3] = frame.f_lineno, time.perf_counter(), 0.0
+            return local
+        return local
+
+    sys.settrace(tracer)
+    try:
+        for _ in range(steps):
+            step()
+    finally:
+        sys.settrace(None)
+    rows = [(seconds / steps * 1000, calls[key] / steps, Path(key[0]).name, key[1],
+             linecache.getline(key[0], key[1]).strip())
+            for key, seconds in own.items()]
+    return plain, sorted(rows, reverse=True)
+
+
 def worker() -> int:
     """Serve ``--compare``: read "index steps" lines, answer each with the wall and CPU
     seconds of every step of SETTINGS[index], as one JSON line."""
@@ -104,7 +171,7 @@ def worker() -> int:
     return 0
 
 
-def compare(old_src: str, rounds: int, repeats: int) -> int:
+def compare(old_src: str, rounds: int, repeats: int, warm: int = 0) -> int:
     """Time the old and the new engine in alternation; print medians and ratios."""
     here = Path(__file__).resolve()
     new_src = os.environ.get("NEW_SRC", str(here.parents[1] / "src"))
@@ -116,6 +183,11 @@ def compare(old_src: str, rounds: int, repeats: int) -> int:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     times = {(name, i): ([], []) for name in workers for i in range(len(SETTINGS))}
     try:
+        for i in range(len(SETTINGS)):  # --warm: train first, untimed (sharp heads later on)
+            for process in (workers.values() if warm else ()):
+                process.stdin.write(f"{i} {warm}\n")
+                process.stdin.flush()
+                process.stdout.readline()
         for round_ in range(rounds):
             for i in range(len(SETTINGS)):
                 order = ("old", "new") if (round_ + i) % 2 == 0 else ("new", "old")
@@ -132,7 +204,7 @@ def compare(old_src: str, rounds: int, repeats: int) -> int:
             process.wait()
     print(f"旧: {old_src}\n新: {new_src}")
     print(f"1 ステップ（バッチ生成・順伝播・逆伝播・Adam）の中央値, {rounds} 回交互 × "
-          f"{repeats} ステップ: V=32, D=64, H=4, L=2, T=32, B=64")
+          f"{repeats} ステップ（先に {warm} ステップ学習）: V=32, D=64, H=4, L=2, T=32, B=64")
     print(f"{'設定':<22} {'旧 ms':>8} {'新 ms':>8} {'旧/新':>6}   "
           f"{'旧 CPU ms':>9} {'新 CPU ms':>9} {'旧/新':>6}")
     for i, setting in enumerate(SETTINGS):
@@ -152,12 +224,27 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--compare", metavar="OLD_SRC",
                         help="time this engine against the attnlab in OLD_SRC, alternating")
     parser.add_argument("--rounds", type=int, default=10, help="alternations for --compare")
+    parser.add_argument("--lines", type=int, metavar="N",
+                        help="print the N slowest source lines of each configuration's step")
+    parser.add_argument("--warm", type=int, default=None,
+                        help="steps trained before timing (--lines: 30, --compare: 0)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker()
+    if args.lines:
+        args.warm = 30 if args.warm is None else args.warm
+        for setting in SETTINGS:
+            plain, rows = line_times(ModelConfig(**CHAPTER, **setting), args.warm, args.repeats)
+            traced = sum(row[0] for row in rows)
+            print(f"\n{label(setting)}: {plain:.2f} ms/ステップ（トレーサなし）, "
+                  f"行の合計 {traced:.2f} ms（トレーサ込み）")
+            for ms, per_step, name, line, source in rows[:args.lines]:
+                print(f"{ms:7.3f} ms {per_step:4.0f}× {name}:{line:<5} {source[:70]}")
+        return 0
     if args.compare:
-        return compare(args.compare, args.rounds, args.repeats)
+        args.warm = args.warm or 0
+        return compare(args.compare, args.rounds, args.repeats, args.warm)
 
     print("1 ステップ（バッチ生成・順伝播・逆伝播・Adam）: V=32, D=64, H=4, L=2, T=32, B=64")
     print(f"{'設定':<22} {'中央値 ms':>10} {'最速 ms':>8} {'ステップ/秒':>11}")

@@ -10,7 +10,9 @@ import pytest
 from attnlab.model import (
     POSITIONAL,
     ModelConfig,
+    _cross_entropy,
     _heads,
+    _norm_bound,
     _rope_tables,
     _rotate,
     _softmax_rows,
@@ -191,3 +193,89 @@ def test_the_model_runs_on_one_blas_thread_and_gives_the_setting_back():
         model_module._reference_layers = original
     assert seen and all(threads <= {1} for threads in seen)
     assert blas_threads() == before
+
+
+def loop_repeated_sequence(task: RepeatedSequence, rng, batch_size: int, seq_len: int) -> Batch:
+    """RepeatedSequence as it was written before it indexed all rows at once."""
+    periods = task.periods(rng, batch_size, seq_len)
+    tokens = np.empty((batch_size, seq_len), dtype=np.int64)
+    loss_mask = np.zeros((batch_size, seq_len), dtype=bool)
+    t = np.arange(seq_len)
+    for row, period in enumerate(periods):
+        segment = rng.permutation(task.vocab_size)[:period]
+        tokens[row] = segment[t % period]
+        loss_mask[row, period:-1] = True
+    targets = np.zeros_like(tokens)
+    targets[:, :-1] = tokens[:, 1:]
+    targets[~loss_mask] = 0
+    return Batch(tokens, targets, loss_mask)
+
+
+@pytest.mark.parametrize("sizes", [(32, 4, None, 64, 32), (16, 2, 8, 5, 9), (5, 2, 5, 7, 40),
+                                   (8, 3, None, 1, 7)], ids=str)
+def test_repeated_sequence_is_the_row_by_row_batch_to_the_bit(sizes):
+    vocab_size, min_period, max_period, batch_size, seq_len = sizes
+    task = RepeatedSequence(vocab_size, min_period, max_period)
+    new_rng, old_rng = np.random.default_rng(8), np.random.default_rng(8)
+    for _ in range(3):
+        got = task(new_rng, batch_size, seq_len)
+        want = loop_repeated_sequence(task, old_rng, batch_size, seq_len)
+        for got_array, want_array in zip(got, want, strict=True):
+            assert got_array.dtype == want_array.dtype
+            np.testing.assert_array_equal(got_array, want_array)
+    # the generators are left in the same state
+    assert new_rng.integers(0, 2**62) == old_rng.integers(0, 2**62)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("spread", [3.0, 200.0])
+def test_the_one_shift_softmax_is_the_softmax(dtype, spread):
+    """Ordinary scores (no fallback) and scores far apart (the largest sets the shift,
+    rows far below it take the row maxima); with and without an offset table."""
+    rng = np.random.default_rng(9)
+    scores = (rng.standard_normal((4, 2, 6, 6)) * spread).astype(dtype)
+    keep = np.tril(np.ones((6, 6), dtype=bool))
+    for offset in (np.where(keep, 0.0, -np.inf).astype(dtype)[None], None):
+        want = scores if offset is None else np.where(keep, scores, -np.inf)
+        want = np.exp(want - want.max(axis=-1, keepdims=True))
+        want /= want.sum(axis=-1, keepdims=True)
+        original = scores.copy()
+        got = _softmax_rows(scores.copy(), offset, lambda original=original: original.copy())
+        # a row's largest entry is computed as at least √tiny: entries under √tiny times
+        # their row's largest may lose relative precision, never more than √tiny absolute
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12,
+                                   atol=np.sqrt(np.finfo(dtype).tiny))
+
+
+def test_adams_update_is_the_one_line_formula_to_the_bit():
+    rng = np.random.default_rng(10)
+    for dtype in ("float32", "float64"):
+        g = rng.standard_normal(50).astype(dtype)
+        m, v = (rng.standard_normal(50) ** 2).astype(dtype), (rng.random(50) ** 2).astype(dtype)
+        adam = Adam({"w": np.zeros(50, dtype=dtype)}, lr=3e-3)
+        want_m = m * adam.beta1 + (1.0 - adam.beta1) * g
+        want_v = v * adam.beta2 + (1.0 - adam.beta2) * g * g
+        want = adam.lr * (want_m / 0.1) / (np.sqrt(want_v / 0.01) + adam.eps)
+        got = adam._update(m, v, g, 0.1, 0.01)
+        np.testing.assert_array_equal(m, want_m)
+        np.testing.assert_array_equal(v, want_v)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_accuracy_takes_the_first_of_tied_logits_as_argmax_does():
+    logits = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0], [0.5, 0.5, 0.5]], dtype=np.float32)
+    for targets in ([1, 0, 0], [2, 0, 1], [1, 1, 2]):
+        targets = np.array(targets)
+        want = float((logits.argmax(axis=-1) == targets).mean())
+        assert _cross_entropy(logits, targets)[2] == want
+        assert _cross_entropy(logits[1:2], targets[1:2])[2] == float(targets[1] == 0)
+
+
+@pytest.mark.parametrize("group", [1, 3])
+def test_the_norm_bound_lies_above_every_rows_largest_score(group):
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((2, 2, group, 5, 4)) * 3  # (B, Hkv, G, T, Dh)
+    k_t = rng.standard_normal((2, 2, 1, 4, 5)) * 3  # (B, Hkv, 1, Dh, T)
+    bound = _norm_bound(q, k_t)
+    assert bound.shape == (2, 2, group, 5)
+    assert np.all(bound >= (q @ k_t).max(axis=-1) - 1e-12)

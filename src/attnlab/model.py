@@ -490,6 +490,8 @@ class _Block(NamedTuple):
     v_t: np.ndarray | None  # (B, Hkv, 1, Dh, T) V transposed, contiguous
     attn: np.ndarray  # (B, Hkv, G, T, T) the attention weights
     concat: np.ndarray | None  # (B·T, D) the heads that are on, side by side
+    rows_chosen: np.ndarray | None = None  # (N, D) the last block's rows[chosen]
+    concat_chosen: np.ndarray | None = None  # (N, D) and concat[chosen]
 
 
 def _heads(rows: np.ndarray, B: int, T: int, n_kv: int, group: int) -> np.ndarray:
@@ -589,37 +591,71 @@ def _rotate(rows: np.ndarray, tables, which: int, T: int, d_head: int) -> np.nda
     return out.reshape(rows.shape)
 
 
-def _softmax_rows(scores: np.ndarray, offset, recompute) -> np.ndarray:
+def _norm_bound(q: np.ndarray, k_t: np.ndarray) -> np.ndarray:
+    """An upper bound of every row's largest score, (B, Hkv, G, T): |q_i| · max_j |k_j|
+    (Cauchy–Schwarz; the offsets add nothing positive) for q (B, Hkv, G, T, Dh) and
+    k_t (B, Hkv, 1, Dh, T)."""
+    ones = _ones(q.shape[-1], q.dtype)  # (Dh, 1): sums over Dh as products
+    q_norms = np.sqrt((q * q) @ ones)[..., 0]  # (B, Hkv, G, T)
+    k_norms = np.sqrt(ones.T @ (k_t * k_t))[..., 0, :]  # (B, Hkv, 1, T)
+    return q_norms * k_norms.max(axis=-1, keepdims=True)  # (B, Hkv, G, T)
+
+
+# per dtype: R, √tiny and log √tiny of _softmax_rows (np.finfo is slow to ask every call)
+_SOFTMAX_LIMITS = {dtype: (reach, np.sqrt(np.finfo(dtype).tiny),
+                           float(np.log(np.sqrt(np.finfo(dtype).tiny))))
+                   for dtype, reach in ((np.float32, 64.0), (np.float64, 600.0))}
+
+
+def _softmax_rows(scores: np.ndarray, offset, recompute, row_bound=None) -> np.ndarray:
     """The softmax over keys of ``scores`` (..., T, T), in place; ``offset`` added first.
 
-    Subtracting any constant c_i from row i leaves its softmax unchanged; the usual c_i
-    is the row's maximum, but numpy takes the maximum of many short rows slowly. Here
-    c_i = max(s_ii, M − R): the query's score against its own key (which every query
-    sees), raised if needed to R below the largest score M of its T×T block (one head
-    of one sequence), which numpy finds fast. No entry then exceeds exp(R): no
-    overflow (R = 64 in float32, 600 in float64). A row's sum is at least
-    exp(row max − c_i); if one lies below √tiny (all of a row's scores more than about
-    R + 43 below its block's largest, in float32), the scores are made again
-    (``recompute()``) and the row maxima taken. The rows are summed by a matrix product
-    with ones.
+    Subtracting any constant c_i from row i leaves its softmax unchanged. The usual c_i
+    is the row's maximum, but numpy takes the maxima of many short rows slowly, and
+    subtracting one number per row is itself a slow pass (one short loop per row).
+
+    Usually every row gets the same c = M − R, where M is the largest of all the scores
+    (one fast reduction): no entry then exceeds exp(R), so nothing overflows (R = 64 in
+    float32, 600 in float64), and c folds into the small ``offset`` table, so the shift
+    costs no pass of its own. A row's largest entry is at least its score against its
+    own key, s_ii (every query sees its own key); if some s_ii lies more than R + L
+    below M, its row could underflow (exp(−L) = √tiny: L ≈ 43 in float32), and the rows
+    are shifted one by one instead, by c_i = max(s_ii, M_b − R) with M_b the largest
+    score of the row's T×T block (one head of one sequence), as sharp heads need.
+    A row's sum is at least exp(row max − c_i); the rows whose sum still lies below
+    √tiny are made again (from ``recompute()``, all the scores) and shifted by their
+    own maxima. The rows are summed by a matrix product with ones.
     """
-    if offset is not None:
-        scores += offset  # ALiBi bias and −inf on hidden keys
     T = scores.shape[-1]
-    reach = 64.0 if scores.dtype == np.float32 else 600.0  # R
-    block_max = scores.reshape(*scores.shape[:-2], T * T).max(axis=-1)  # (...,)
-    shift = scores.diagonal(axis1=-2, axis2=-1).copy()  # (..., T): s_ii
-    np.maximum(shift, (block_max - reach)[..., None], out=shift)
-    scores -= shift[..., None]
-    np.exp(scores, out=scores)
-    sums = scores @ _ones(T, scores.dtype)  # (..., T, 1)
-    if sums.min() < np.sqrt(np.finfo(scores.dtype).tiny):  # rare: the row maxima
-        scores[...] = recompute()
+    reach, tiny, log_tiny = _SOFTMAX_LIMITS[scores.dtype.type]  # R, √tiny, −L
+    largest = scores.max()  # M, over every score, hidden ones too
+    own = scores.diagonal(axis1=-2, axis2=-1)  # (..., T) s_ii, a view
+    if own.min() >= largest - reach + log_tiny:  # one shift serves every row
+        shift = largest - scores.dtype.type(reach)  # c
+        if offset is not None:  # ALiBi bias and −inf on hidden keys, and −c, in one pass
+            scores += offset - shift  # offset is (H or 1, T, T): a small table
+        else:
+            scores -= shift
+    else:  # scores far apart (sharp heads): a shift per row
         if offset is not None:
             scores += offset
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)
-        sums = scores.sum(axis=-1, keepdims=True)
+        bound = scores.reshape(*scores.shape[:-2], T * T).max(axis=-1)[..., None]  # M_b
+        if row_bound is not None:  # a bound per row, often far below its block's M_b
+            bound = np.minimum(bound, row_bound())  # (..., T)
+        shift = own.copy()  # (..., T): s_ii (the offset adds 0 there)
+        np.maximum(shift, bound - reach, out=shift)
+        scores -= shift[..., None]
+    np.exp(scores, out=scores)
+    sums = scores @ _ones(T, scores.dtype)  # (..., T, 1)
+    bad = ~(sums[..., 0] >= tiny)  # (..., T) rows that underflowed (or are not finite)
+    if bad.any():  # rare: those rows again, shifted by their own maxima
+        rows = recompute()[bad]  # (n, T); only the few bad rows are worked on
+        if offset is not None:
+            rows += np.broadcast_to(offset, scores.shape)[bad]
+        rows -= rows.max(axis=-1, keepdims=True)
+        np.exp(rows, out=rows)
+        scores[bad] = rows
+        sums[bad] = rows.sum(axis=-1, keepdims=True)
     scores *= 1.0 / sums  # one division per row, not per score
     return scores
 
@@ -641,13 +677,18 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
     B, T, D = x.shape
     H, Hkv, Dh = config.heads
     G = H // Hkv
+    # q = x (W_q / √Dh): the scaling on D·D numbers instead of a pass over the B·T·D
+    # queries (or the H·T² scores); with Dh a power of 4 it is exact, bit for bit
+    w_q = w_q * (1.0 / math.sqrt(Dh))
     rows = x.reshape(B * T, D)  # (B·T, D)
+    rows_chosen = concat_chosen = None  # (N, D) each, for the last block
     if chosen is None:
         q = _project(rows, w_q, inputs, T)  # (B·T, D)
     else:
         q = np.zeros((B * T, D), dtype=x.dtype)  # (B·T, D): the rows no loss reads stay 0
-        q[chosen] = _project(rows, w_q, inputs, T, chosen)
-    q *= 1.0 / math.sqrt(Dh)  # scale the queries: T·D numbers instead of H·T² scores
+        rows_chosen = rows[chosen]  # gathered once, for y and for dW_q
+        q[chosen] = (_project(rows, w_q, inputs, T, chosen) if inputs is not None
+                     else rows_chosen @ w_q)
     k = _project(rows, w_k, inputs, T)  # (B·T, Hkv·Dh)
     if steps.rope is not None:
         q = _rotate(q, steps.rope, 0, T, Dh)
@@ -659,19 +700,21 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
         q = np.ascontiguousarray(q)  # the backward pass stacks each group's queries
     k_t = np.ascontiguousarray(k.swapaxes(-1, -2))  # (B, Hkv, 1, Dh, T)
     scores = q @ k_t  # (B, Hkv, G, T, T), already divided by √Dh
-    attn = _softmax_rows(scores, steps.offset, lambda: q @ k_t)
+    attn = _softmax_rows(scores, steps.offset, lambda: q @ k_t,
+                         lambda: _norm_bound(q, k_t))
     concat = np.empty((B * T, D), dtype=x.dtype)  # (B·T, D)
     np.matmul(attn, v, out=_heads(concat, B, T, Hkv, G))  # every head's output, in place
     if keep is not None:
         concat.reshape(B * T, H, Dh)[...] *= keep[:, None]  # off: adds nothing
     if chosen is not None:  # the last block: only the rows the loss reads, (N, D)
-        y = concat[chosen] @ w_o
-        y += rows[chosen]
+        concat_chosen = concat[chosen]  # gathered once, for y and for dW_o
+        y = concat_chosen @ w_o
+        y += rows_chosen
     else:
         y = _by_sequence(concat, w_o, T).reshape(B, T, D)  # (B, T, D)
         y += x
     v_t = np.ascontiguousarray(v.swapaxes(-1, -2))  # (B, Hkv, 1, Dh, T)
-    return y, _Block(rows, q, k, v_t, attn, concat)
+    return y, _Block(rows, q, k, v_t, attn, concat, rows_chosen, concat_chosen)
 
 
 def _forward(params, tokens, config, ablate, chosen):
@@ -797,10 +840,16 @@ def _cross_entropy(logits, targets, backward: bool = True):
     """
     shifted = logits - logits.max(axis=-1, keepdims=True)  # (N, V)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (N, V)
-    rows = np.arange(len(targets))
     n = len(targets)
+    rows = np.arange(n)
     loss = -float(log_probs[rows, targets].sum()) / n
-    accuracy = float((logits.argmax(axis=-1) == targets).mean())
+    # the target is the argmax iff its shifted logit is 0 and no earlier one is: with no
+    # ties (exactly one 0 per row) that is one look-up, not an argmax over short rows
+    top = shifted == 0  # (N, V)
+    if np.count_nonzero(top) == n:
+        accuracy = float(top[rows, targets].mean())
+    else:  # a tie somewhere: argmax takes the first
+        accuracy = float((logits.argmax(axis=-1) == targets).mean())
     if not backward:
         return loss, None, accuracy
     d_logits = np.exp(log_probs)  # softmax (N, V); dL/dlogits = softmax − one-hot
@@ -837,6 +886,8 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     H, Hkv, Dh = config.heads
     G = H // Hkv
     B, _, _, T, _ = block.attn.shape
+    scale = 1.0 / math.sqrt(Dh)
+    w_q = w_q * scale  # the forward pass's W_q / √Dh: d_q below is the gradient of q = x w_q
     rows, attn, concat = block.rows, block.attn, block.concat
 
     # y = x + concat(O) W_o
@@ -844,7 +895,7 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
         grads[key_o] = concat.T @ d_y  # (D, D)
         d_concat = _by_sequence(d_y, w_o.T, T)  # (B·T, D)
     else:  # only the rows the loss reads
-        grads[key_o] = concat[chosen].T @ d_y  # (D, D)
+        grads[key_o] = block.concat_chosen.T @ d_y  # (D, D)
         d_concat = np.zeros_like(concat)  # (B·T, D)
         d_concat[chosen] = d_y @ w_o.T
         if inputs is not None:  # a one-layer model: the full rows, for the parts below
@@ -867,7 +918,6 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     d_k = np.empty((B * T, Hkv * Dh), dtype=d_y.dtype)  # (B·T, Hkv·Dh)
     d_v = np.empty_like(d_k)
     np.matmul(d_attn, block.k, out=_heads(d_q, B, T, Hkv, G))
-    d_q *= 1.0 / math.sqrt(Dh)  # the scaling q = x W_q / √Dh
     if G == 1:  # one query head per K/V head: (B, H, T, ·) throughout
         d_s_t, queries = d_attn[:, :, 0].swapaxes(-1, -2), block.q[:, :, 0]
         attn_t, d_out = attn[:, :, 0].swapaxes(-1, -2), d_out[:, :, 0]
@@ -886,18 +936,24 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     # q, k, v = x W_q, x W_k, x W_v, and the residual path x → y
     projections = ((key_q, w_q, d_q), (key_k, w_k, d_k), (key_v, w_v, d_v))
     if inputs is not None:
-        return _first_block_backward(d_y, projections, inputs, config.vocab_size, grads)
+        d_x = _first_block_backward(d_y, projections, inputs, config.vocab_size, grads)
+        grads[key_q] *= scale  # dW_q = dw_q / √Dh, on D·D numbers
+        return d_x
     if chosen is not None:  # dq is 0 outside the rows the loss reads
-        grads[key_q] = rows[chosen].T @ d_q[chosen]  # (D, D)
+        d_q_chosen = d_q[chosen]  # (N, D)
+        grads[key_q] = block.rows_chosen.T @ d_q_chosen  # (D, D)
+        grads[key_q] *= scale
         d_rows = _by_sequence(d_k, w_k.T, T)  # (B·T, D)
         d_rows += _by_sequence(d_v, w_v.T, T)
-        d_rows[chosen] += d_y + d_q[chosen] @ w_q.T  # and the residual path passes dy
+        d_y += d_q_chosen @ w_q.T  # d_y is this function's own (N, D) array
+        d_rows[chosen] += d_y  # and the residual path passes dy
         grads[key_k], grads[key_v] = rows.T @ d_k, rows.T @ d_v
         return d_rows
     d_rows = d_y.copy()  # (B·T, D): the residual path passes dy through
     for key, w, d_proj in projections:
         grads[key] = rows.T @ d_proj  # (D, ·)
         d_rows += _by_sequence(d_proj, w.T, T)  # (B·T, D)
+    grads[key_q] *= scale
     return d_rows
 
 

@@ -168,13 +168,14 @@ class RepeatedSequence:
     def __call__(self, rng, batch_size: int, seq_len: int) -> Batch:
         rng, batch_size, seq_len = _sizes(rng, batch_size, seq_len, 2)
         periods = self.periods(rng, batch_size, seq_len)  # (B,)
-        tokens = np.empty((batch_size, seq_len), dtype=np.int64)
-        loss_mask = np.zeros((batch_size, seq_len), dtype=bool)
+        # each row's P distinct tokens are the first P of a permutation, drawn row by row
+        orders = np.stack([rng.permutation(self.vocab_size) for _ in periods])  # (B, V)
         t = np.arange(seq_len)
-        for row, period in enumerate(periods):
-            segment = rng.permutation(self.vocab_size)[:period]  # P distinct tokens
-            tokens[row] = segment[t % period]
-            loss_mask[row, period:-1] = True  # the current token has been seen before
+        # position t repeats segment[t mod P]; indexing all rows at once is the same
+        # batch as a loop over rows, without a dozen small numpy calls per row
+        tokens = np.take_along_axis(orders, t % periods[:, None], axis=1)  # (B, T)
+        # scored from the second copy on (t ≥ P), but not the last position
+        loss_mask = (t >= periods[:, None]) & (t < seq_len - 1)  # (B, T)
         return _next_token_batch(tokens, loss_mask)
 
 

@@ -13,6 +13,10 @@ or ``$CHROMIUM``). Per page:
   ``$$``, ``\\(`` or ``\\[`` left in the page's text outside code;
 - as many ``div.tag_widget`` as the notebook has cells tagged ``widget``, each with a
   loaded ``<img>`` and a caption that names Binder and Colab in its output (``.cell_output``);
+- no code cell or text output scrolls sideways: every ``<pre>`` of a cell (``div.cell``),
+  the folded solutions unfolded, has ``scrollWidth <= clientWidth``; each offending line
+  is named (its first 60 characters). ``tests/test_book_width.py`` is the static
+  counterpart (the column limits measured here);
 - every control of every live figure (``div.attnlab-live``, see ``attnlab.live_book``) moved
   through all its values (sliders with the keyboard): one image shows, it changes with the
   state, and its file is the pure render of that state;
@@ -106,6 +110,28 @@ WIDGETS_JS = """() => [...document.querySelectorAll("div.tag_widget")].map(div =
   };
 })"""
 
+
+# Every <pre> of a code cell or of its output that scrolls sideways, with the lines too
+# wide for it (measured with a canvas in the pre's own font). The folded solutions are
+# unfolded meanwhile (a hidden pre has no width), then folded again.
+OVERFLOW_JS = """() => {
+  const folded = [...document.querySelectorAll(".toggle-hidden")];
+  folded.forEach(e => e.classList.remove("toggle-hidden"));
+  const ctx = document.createElement("canvas").getContext("2d");
+  const pres = [...document.querySelectorAll("div.cell pre")];
+  const wide = pres.filter(pre => pre.scrollWidth > pre.clientWidth).map(pre => {
+    const style = getComputedStyle(pre);
+    ctx.font = style.font;
+    const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const lines = pre.innerText.split("\\n");
+    const over = lines.filter(line => ctx.measureText(line).width > room);
+    const longest = lines.reduce((a, b) => ctx.measureText(b).width >
+                                 ctx.measureText(a).width ? b : a, "");
+    return {output: !!pre.closest(".cell_output"), lines: over.length ? over : [longest]};
+  });
+  folded.forEach(e => e.classList.add("toggle-hidden"));
+  return {count: pres.length, wide};
+}"""
 
 # axe-core's impacts, worst first; a violation of the first two fails the test.
 AXE_IMPACTS = ("critical", "serious", "moderate", "minor")
@@ -411,6 +437,12 @@ def check_page(context, router: "Router", base: str, page: str,
             if word not in widget["text"]:
                 problems.append(f"ウィジェット {number} の説明に {word} がありません")
 
+    overflow = tab.evaluate(OVERFLOW_JS)
+    for block in overflow["wide"]:
+        kind = "出力" if block["output"] else "コード"
+        problems += [f"{kind}の行が枠からはみ出して横にスクロールします：{line[:60]!r}"
+                     for line in block["lines"]]
+
     live_problems, moves = ([], 0) if site is None else check_live_figures(
         tab, site, page, renders or PureRenders())
     problems += live_problems
@@ -421,6 +453,7 @@ def check_page(context, router: "Router", base: str, page: str,
     tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}.png"), full_page=True)
     tab.close()
     summary = (f"画像 {images['count']}、数式 {math['count']}、ウィジェット {len(widgets)}、"
+               f"コードと出力の枠 {overflow['count']}、"
                f"ライブ図の操作 {moves} 回、axe {_counts_text(counts)}、"
                f"{time.perf_counter() - start:.1f} 秒")
     return problems, summary

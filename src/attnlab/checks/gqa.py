@@ -86,7 +86,7 @@ def _diagnose_kv(got: float, case: tuple) -> str:
             "n_kv_heads × d_head × seq_len × batch × bytes_per_value です。")
 
 
-@checker("隠れたテストケース（既定の引数も含む）で、kv_cache_bytes と一致しました。")
+@checker("既定の引数も含め kv_cache_bytes と一致。")
 def check_kv_cache_bytes(func: Callable) -> None:
     """Check ``func(n_layers, n_heads, n_kv_heads, d_head, seq_len, batch=1,
     bytes_per_value=2)`` against :func:`attnlab.costs.kv_cache_bytes`.
@@ -172,7 +172,7 @@ def _unpack(value, name: str, H: int, Hkv: int, T: int, Dh: int):
     return out, weights
 
 
-@checker("隠れたテストケース（GQA・MHA・MQA、マスクあり・なし）で出力も重みも一致しました。")
+@checker("隠れたケース（GQA・MHA・MQA、マスク有無）で出力も重みも一致。")
 def check_grouped_query_attention(func: Callable) -> None:
     """Check ``func(q, k, v, mask=None) -> (out (H, T, Dh), weights (H, T, T))``.
 

@@ -125,7 +125,7 @@ def _diagnose_split(case: _SplitCase, value: Any) -> np.ndarray:
     return returned_array(value, "返り値", expected_shape)
 
 
-@checker("隠れた 3 つのケース（2〜4 次元の x）で split_heads と一致しました。")
+@checker("2〜4 次元の x で split_heads と一致しました。")
 def check_split_heads(func: Callable) -> None:
     """Check ``func(x, n_heads)``: x (…, T, D) → (…, H, T, Dh), head i = columns i·Dh:(i+1)·Dh.
 
@@ -328,7 +328,7 @@ def _collapsed(value: Any, case: _MHACase) -> str | None:
     return None
 
 
-@checker("隠れた 3 つのケースで、出力も各ヘッドの重みも一致しました。")
+@checker("出力も各ヘッドの重みも一致しました。")
 def check_multi_head_attention(func: Callable) -> None:
     """Check ``func(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> (out, weights)``.
 

@@ -90,7 +90,7 @@ def _diagnose(value: np.ndarray, n_heads: int, seq_len: int, lower: np.ndarray) 
     )
 
 
-@checker("どのケースでも、ヘッドごとの傾きと距離のバイアスが一致しました。")
+@checker("どのケースでもヘッドごとの傾きと距離のバイアスが一致。")
 def check_alibi_bias(func) -> None:
     """Check ``func(n_heads, seq_len)``: ALiBi's bias ``−m_h·|i − j|``, shape (H, T, T),
     on the part ``j ≤ i`` that a causal model uses.

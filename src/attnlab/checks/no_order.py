@@ -97,7 +97,7 @@ def _as_number(value, case: str) -> float:
     return float(array.reshape(()))
 
 
-@checker("どのケースでも、自分を除いた最頻値が当たる確率の平均が一致しました。")
+@checker("自分を除く最頻値が当たる確率の平均が一致。")
 def check_order_blind_ceiling(func) -> None:
     """Check ``func(tokens, loss_mask, vocab_size)``: the best accuracy an order-blind
     model can expect on these PreviousToken rows, as one number.

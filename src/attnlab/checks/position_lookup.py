@@ -169,7 +169,7 @@ def _check_outside(func: Callable, case: _Case, bad: int) -> None:
                   "出してください。")
 
 
-@checker("表の中では table[positions] と一致し、負や len(table) 以上では IndexError。")
+@checker("表の中は table[positions] と一致、外は IndexError。")
 def check_position_lookup(func: Callable) -> None:
     """Check ``func(table, positions) -> rows`` against :func:`lookup_positions`.
 

@@ -132,8 +132,7 @@ def _diagnose(case: _Case, rotated: np.ndarray) -> str:
     )
 
 
-@checker("隠れたテストケース（位置が行の番号と違う・base=100・大きな位置）で、"
-         "apply_rope と一致しました。")
+@checker("行番号と違う位置・base=100 で apply_rope と一致。")
 def check_apply_rope(func: Callable) -> None:
     """Check ``func(x, positions, base=10000.0) -> rotated`` against the reference.
 

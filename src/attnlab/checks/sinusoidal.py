@@ -138,7 +138,7 @@ def _diagnose_encoding(pe: np.ndarray) -> str:
 _ENCODING_CASES = ((12, 16), (3, 2), (60, 64))
 
 
-@checker("隠れた 3 つのケース（d_model=16, 2, 64）で論文の式と一致しました。")
+@checker("d_model=16, 2, 64 で論文の式と一致。")
 def check_sinusoidal_encoding(func: Callable) -> None:
     """Check ``func(n_positions, d_model) -> pe`` against the paper's formula.
 
@@ -211,7 +211,7 @@ def _diagnose_added(x: np.ndarray, out: np.ndarray) -> str:
             "sinusoidal_encoding(T, D) と比べてみてください。")
 
 
-@checker("隠れた 3 つのケースで、どの系列にも各位置の符号化が足されました。")
+@checker("各系列の各位置に符号化が足されました。")
 def check_add_positional_encoding(func: Callable) -> None:
     """Check ``func(x) -> x + PE`` for x (B, T, D): each position's encoding, every sequence.
 

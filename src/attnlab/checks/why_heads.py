@@ -60,7 +60,7 @@ def _mistakes(scores: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-@checker("隠れたテストケース（ヘッド 1・2・3 つ）で heads_output と一致しました。")
+@checker("ヘッド 1〜3 つのケースで heads_output と一致。")
 def check_heads_output(func: Callable) -> None:
     """Check ``func(scores, values) -> out`` against :func:`heads_output`.
 

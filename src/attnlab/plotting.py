@@ -201,7 +201,7 @@ def plot_attention(
                 value = weights[i, j]
                 colour = BLACK if value > 0.6 else "white"
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center",
-                        color=colour, fontsize=8)
+                        color=colour, fontsize=9)
     ax.set_xticks(range(n_k), key_labels)
     ax.set_yticks(range(n_q), query_labels)
     ax.set_xlabel("キー（参照される側）")

@@ -50,17 +50,17 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
     ax_turns.fill_between(pairs, 1e-3, trained_turns, color=GREY, alpha=0.3, linewidth=0,
                           label="訓練で見た範囲")
     ax_turns.axhline(1.0, color=GREY, linestyle=":", linewidth=1)
-    ax_turns.text(pairs[-1], 1.2, "1 周", color=GREY, ha="right", va="bottom", fontsize=8)
+    ax_turns.text(pairs[-1], 1.2, "1 周", color=GREY, ha="right", va="bottom")
     (target,) = ax_turns.plot(pairs, trained_turns, marker="o", markersize=3)
     (unseen,) = ax_turns.plot([], [], linestyle="none", marker="x", color=BLACK,
                               markersize=7, label="見たことのない角度")
     # the legend is drawn once: one entry per method colour, the same in every state
     for method, colour in METHOD_COLOURS.items():
         ax_turns.plot([], [], color=colour, marker="o", markersize=3, label=method)
-    ax_turns.set(yscale="log", ylim=(1e-3, 1e4), xlim=(-0.5, pairs[-1] + 0.5),
+    ax_turns.set(yscale="log", ylim=(1e-3, 1e6), xlim=(-0.5, pairs[-1] + 0.5),
                  xlabel="対の番号 i（右ほど低周波）", ylabel="角度の幅（周）",
                  title="各対が回る角度")
-    ax_turns.legend(loc="upper right", fontsize=8, ncols=2)
+    ax_turns.legend(loc="upper right", ncols=2)
 
     ax_res.axhline(1.0, color=GREY, linestyle=":", linewidth=1, label="訓練と同じ")
     (one_over_s,) = ax_res.plot([pairs[0], pairs[-1]], [1.0, 1.0], color=GREY,
@@ -69,7 +69,7 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
     ax_res.set(ylim=(0, 1.3), xlim=(-0.5, pairs[-1] + 0.5),
                xlabel="対の番号 i（右ほど低周波）", ylabel=r"$\theta'_i \,/\, \theta_i$",
                title="隣り合う位置の角度の差（訓練 = 1）")
-    ax_res.legend(loc="upper right", fontsize=8, ncols=2)
+    ax_res.legend(loc="upper right", ncols=2)
     changing = [heading, target, unseen, one_over_s, resolution]
 
     def update(method: str = "外挿", scale: int = 2) -> list:

@@ -37,7 +37,7 @@ def head_picker_plot() -> tuple[Figure, Callable[..., list]]:
     ax.set_xticks(_TICKS)
     ax.set_yticks(_TICKS)
     ax.set(xlabel="キーの位置 j", ylabel="クエリの位置 i")
-    fig.legend(handles=[targets], loc="lower right", fontsize=8, frameon=False)
+    fig.legend(handles=[targets], loc="lower right", frameon=False)
     heading = fig.suptitle("", fontsize=11)
 
     def update(layer: int = 1, head: int = 0, example: int = 0) -> list:

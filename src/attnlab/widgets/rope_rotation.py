@@ -53,7 +53,7 @@ def rope_rotation_plot() -> tuple[Figure, Callable[..., list]]:
                                markevery=[1], label="キー $k_n$")
     ax_plane.set(xlim=(-_LIMIT, _LIMIT), ylim=(-_LIMIT, _LIMIT), aspect="equal",
                  xticks=[], yticks=[], title="ペア i の平面")
-    ax_plane.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+    ax_plane.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0),
                     frameon=False)
     # fixed words are drawn once; only the short numbers change (text is slow to draw)
     for y, words in ((0.75, "このペアの内積"), (0.47, "同じ m−n の組の内積"),

@@ -41,7 +41,7 @@ def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     ax_vec.set(xlim=(-0.02, 1.0), ylim=(-1.15, 1.6), yticks=[-1, 0, 1],
                xlabel="次元の番号 j / $d_\\mathrm{model}$（左ほど速い波）",
                ylabel="PE(pos) の値", title="位置 pos の符号化ベクトル")
-    ax_vec.legend(loc="upper center", ncols=2, fontsize=8)
+    ax_vec.legend(loc="upper center", ncols=2)
 
     n = np.arange(EXPLORER_SEQ_LEN)
     (curve,) = ax_dot.plot(n, np.zeros_like(n, dtype=float), color=BLACK, marker=".",
@@ -51,7 +51,7 @@ def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
                xlabel="もう一方の位置 n",
                ylabel="内積 ÷ ($d_\\mathrm{model}$/2)",
                title="PE(n)·PE(pos)：すべての位置 n との内積")
-    ax_dot.legend(loc="upper right", fontsize=8)
+    ax_dot.legend(loc="upper right")
     changing = [heading, sin_dots, cos_dots, curve, here]
 
     def update(pos: int = 5, d_model: int = 64) -> list:

@@ -6,6 +6,8 @@ One home for what every script needs (``python -m scripts.NAME`` imports it as
 ``_config.yml``, and one way to execute a notebook with nbclient.
 """
 
+import unicodedata
+from fractions import Fraction
 from pathlib import Path
 
 import yaml
@@ -17,6 +19,22 @@ CONFIG = "_config.yml"
 TOC = "_toc.yml"
 KERNEL = "python3"
 TIMEOUT = 600  # seconds for one cell
+
+
+#: Columns a code block of the book holds at the browser test's 1280 px viewport, with
+#: one column of margin: 77 fit in the page's body, 69 inside a folded solution (the
+#: browser test measures the real blocks).
+BODY_COLUMNS = 76
+SOLUTION_COLUMNS = 68
+#: A Japanese (East-Asian Wide/Full) character is 5/3 as wide as an ASCII one in the
+#: book's code font (14 px vs 8.43 px with IPAexGothic).
+WIDE = Fraction(5, 3)
+
+
+def display_width(line: str) -> Fraction:
+    """Columns of ``line`` in the book's code font: East-Asian W/F characters count 5/3."""
+    return sum((WIDE if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line),
+               Fraction(0))
 
 
 def all_notebooks() -> list[Path]:

@@ -10,26 +10,15 @@ The browser test measures the real blocks (``scrollWidth > clientWidth``).
 """
 
 import re
-import unicodedata
 from fractions import Fraction
 from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts.book import BODY_COLUMNS, ROOT, SOLUTION_COLUMNS, display_width
+
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-BODY_LIMIT = 76      # columns in the page's body (77 fit)
-DROPDOWN_LIMIT = 68  # columns inside a folded solution (69 fit)
-WIDE = Fraction(5, 3)
-SOLUTION_START = re.compile(r"^```\{solution-start\}", re.M)
-SOLUTION_END = re.compile(r"^```\{solution-end\}", re.M)
-
-
-def display_width(line: str) -> Fraction:
-    """Columns of ``line`` in the book's code font: East-Asian W/F characters count 5/3."""
-    return sum((WIDE if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line),
-               Fraction(0))
 
 
 def shown_lines(cell) -> list[tuple[str, str]]:
@@ -58,7 +47,7 @@ def too_wide(path: Path) -> list[str]:
             continue
         if cell.cell_type != "code" or "remove-cell" in cell.metadata.get("tags", []):
             continue
-        limit = DROPDOWN_LIMIT if folded else BODY_LIMIT
+        limit = SOLUTION_COLUMNS if folded else BODY_COLUMNS
         for kind, line in shown_lines(cell):
             width = display_width(line)
             if width > limit:

@@ -8,9 +8,11 @@ from attnlab.experiments.length_generalization import (
     TRAINED_KINDS,
     accuracy_from,
     evaluate_lengths,
+    finetune_comparison,
     finetune_curve,
     length_config,
     method_config,
+    train_kinds,
     train_short,
 )
 from attnlab.model import forward, init_params
@@ -126,3 +128,18 @@ def test_position_accuracy_averages_each_position_over_rows():
     assert by_position.shape == (32,) and np.isnan(by_position[0])
     assert np.nanmean(by_position[16:]) == pytest.approx(
         accuracy_from(params, batch, config, start=16))
+
+
+def test_train_kinds_gives_each_kind_its_own_stream():
+    # a kind's run is the one train_short makes from that kind's spawned stream
+    task = PreviousToken()
+    runs = train_kinds(3, task)
+    stream = np.random.default_rng(3).spawn(len(runs))[3]  # the fourth kind: RoPE
+    alone = train_short(length_config("RoPE"), task, rng=stream)
+    for name, value in alone.params.items():
+        np.testing.assert_array_equal(runs["RoPE"].params[name], value)
+
+
+def test_finetune_comparison_names_the_lengths_it_knows():
+    with pytest.raises(ValueError, match="factor=3"):
+        finetune_comparison({}, PreviousToken(), 3)

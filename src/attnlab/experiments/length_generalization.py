@@ -43,6 +43,13 @@ FINETUNE_MARKS = (0, 5, 10, 20, 40)
 #: The seeds of the chapter's study, and the evaluation batches' seeds (offset + seed).
 LENGTH_SEEDS = (0, 1, 2)
 LENGTH_EVAL_SEED_OFFSET = 100
+#: The fine-tunes, by length factor: rows of the evaluation batch, rows of each training
+#: batch (at 4L, 16 rows of 4L = 32 rows of 2L tokens a step), and the seed offsets of
+#: the evaluation batches and of the training batches (offset + seed).
+FINETUNE_SETTINGS = {
+    2: dict(eval_rows=256, batch_size=LENGTH_BATCH_SIZE, eval_offset=300, train_offset=400),
+    4: dict(eval_rows=128, batch_size=16, eval_offset=500, train_offset=600),
+}
 
 #: The trained kinds of model: label → ``positional`` of :class:`ModelConfig`.
 TRAINED_KINDS = {
@@ -180,7 +187,7 @@ def train_short(config: ModelConfig, task, *, rng: np.random.Generator,
                 batch_size: int = LENGTH_BATCH_SIZE, lr: float = LENGTH_LR) -> TrainedRun:
     """Train the chapter's model at length ``train_len`` and time the run.
 
-    Taught in chapter 10.
+    Not taught: one run of :func:`train_kinds`.
     """
     rng = generator(rng)
     start = time.perf_counter()
@@ -249,7 +256,7 @@ def finetune_curve(params: dict, config: ModelConfig, task, *, rng: np.random.Ge
     np.ndarray
         Shape (len(marks),).
 
-    Taught in chapter 10.
+    Not taught: one curve of :func:`finetune_comparison`.
     """
     config = check_config(config)
     marks = tuple(int(m) for m in marks)
@@ -265,3 +272,51 @@ def finetune_curve(params: dict, config: ModelConfig, task, *, rng: np.random.Ge
     train(config, task, steps=steps, rng=generator(rng), batch_size=batch_size,
           seq_len=seq_len, lr=lr, init_params=params, callback=record)
     return np.array([curve[m] for m in marks])
+
+
+def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN) -> dict[str, TrainedRun]:
+    """Every kind of :data:`TRAINED_KINDS` trained at ``train_len`` for one seed.
+
+    ``np.random.default_rng(seed)`` is split into one stream per kind, so each kind's run
+    is the same whichever other kinds are trained.
+
+    Taught in chapter 10.
+    """
+    streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))
+    return {kind: train_short(length_config(kind, train_len), task, rng=stream,
+                              train_len=train_len)
+            for kind, stream in zip(TRAINED_KINDS, streams, strict=True)}
+
+
+def finetune_comparison(runs: dict, task, factor: int,
+                        train_len: int = LENGTH_TRAIN_LEN) -> dict[str, np.ndarray]:
+    """Fine-tune every seed's RoPE model at ``factor · train_len``, extrapolated and with PI.
+
+    ``runs`` is seed → {kind: TrainedRun} (:func:`train_kinds`); the batches and their
+    seeds are those of :data:`FINETUNE_SETTINGS` for ``factor``.
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape (seeds, len(FINETUNE_MARKS)).
+
+    Taught in chapter 10.
+    """
+    if factor not in FINETUNE_SETTINGS:
+        raise ValueError(f"factor={factor!r} は {tuple(FINETUNE_SETTINGS)} のどれかにしてください")
+    setting = FINETUNE_SETTINGS[factor]
+    length = factor * train_len
+    config = length_config("RoPE", train_len)
+    configs = {"RoPE 外挿": config,
+               "RoPE+PI": method_config(config, "pi", train_len, length)}
+    curves = {name: [] for name in configs}
+    for seed, by_kind in runs.items():
+        eval_batch = task(np.random.default_rng(setting["eval_offset"] + seed),
+                          setting["eval_rows"], length)  # (rows, factor · L)
+        for name, cfg in configs.items():
+            curves[name].append(finetune_curve(
+                by_kind["RoPE"].params, cfg, task,
+                rng=np.random.default_rng(setting["train_offset"] + seed),
+                eval_batch=eval_batch, train_len=train_len,
+                batch_size=setting["batch_size"]))
+    return {name: np.stack(c) for name, c in curves.items()}  # (seeds, marks)

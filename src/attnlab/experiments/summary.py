@@ -16,7 +16,6 @@ to other positions, :func:`shift_difference`).
 
 import dataclasses
 import time
-import unicodedata
 from typing import NamedTuple
 
 import numpy as np
@@ -39,12 +38,11 @@ from attnlab.experiments.length_generalization import (
     LENGTH_MODEL,
     LENGTH_SEEDS,
     LENGTH_TRAIN_LEN,
-    TRAINED_KINDS,
     evaluate_lengths,
-    finetune_curve,
+    finetune_comparison,
     length_config,
     method_config,
-    train_short,
+    train_kinds,
 )
 from attnlab.experiments.no_order import (
     NO_ORDER_MODEL,
@@ -55,7 +53,7 @@ from attnlab.experiments.no_order import (
 from attnlab.experiments.shape_explorer import SHAPE_N_HEADS, SHAPE_SEQ_LEN
 from attnlab.experiments.softmax_sharpness import SHARPNESS_D_K, sharpness_samples
 from attnlab.experiments.why_heads import heads_output, value_coefficients
-from attnlab.model import ModelConfig, forward, init_params, layer_weights
+from attnlab.model import ModelConfig, forward, init_params, layer_weights, param_shapes
 from attnlab.positional import (
     alibi_slopes,
     apply_rope,
@@ -80,9 +78,6 @@ CH06_LENGTH, CH06_D_MODEL, CH06_OFFSETS = 64, 64, (0, 1, 2, 5, 20)
 CH07_SEED, CH07_RUNS = 2026, 3
 #: Chapter 08: head width and the shifts tried (the chapter shifts by 100 and 10000).
 CH08_D_HEAD, CH08_SHIFTS = 8, (100, 10_000)
-#: Chapter 10's fine-tune at 4L: seeds of its evaluation batches (offset + seed) and of
-#: its training batches, rows of each evaluation batch, rows of each training batch.
-CH10_FT_EVAL_OFFSET, CH10_FT_TRAIN_OFFSET, CH10_FT_ROWS, CH10_FT_BATCH = 500, 600, 128, 16
 #: Chapter 09: the context scales whose unseen pairs the chapter counts.
 CH09_SCALES = (2, 4)
 
@@ -270,9 +265,8 @@ class LengthStudy(NamedTuple):
 def length_study(seeds=LENGTH_SEEDS) -> LengthStudy:
     """Chapter 10's study: five kinds trained at L per seed, eight methods at L, 2L, 4L.
 
-    The same runs and evaluation batches as the chapter: per seed,
-    ``np.random.default_rng(seed)`` split into one stream per trained kind, and the
-    batches drawn from ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)``.
+    The same runs and evaluation batches as the chapter: :func:`train_kinds` per seed,
+    and the batches drawn from ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)``.
 
     Taught in chapter 11.
     """
@@ -280,9 +274,7 @@ def length_study(seeds=LENGTH_SEEDS) -> LengthStudy:
     task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
     runs, per_seed = {}, {}
     for seed in seeds:
-        streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))
-        runs[seed] = {kind: train_short(length_config(kind), task, rng=stream)
-                      for kind, stream in zip(TRAINED_KINDS, streams, strict=True)}
+        runs[seed] = train_kinds(seed, task)
         per_seed[seed] = evaluate_lengths(
             runs[seed], task, rng=np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed))
     accuracy = {m: np.stack([per_seed[s][m] for s in seeds]) for m in LENGTH_METHODS}
@@ -305,8 +297,7 @@ def ch10_length(study: LengthStudy) -> Headline:
 def finetune_4l(study: LengthStudy) -> dict[str, np.ndarray]:
     """Chapter 10's fine-tune at 4L of every seed's RoPE model, extrapolated and with PI.
 
-    The chapter's settings: 40 steps of 16 rows of length 4L, accuracy on the positions
-    t ≥ L of 128 rows of length 4L after 0, 5, 10, 20 and 40 steps.
+    :func:`finetune_comparison` on the study's runs: the same batches as the chapter.
 
     Returns
     -------
@@ -315,20 +306,8 @@ def finetune_4l(study: LengthStudy) -> dict[str, np.ndarray]:
 
     Taught in chapter 11.
     """
-    L = LENGTH_TRAIN_LEN
     task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
-    config = length_config("RoPE")
-    settings = {"RoPE 外挿": config, "RoPE+PI": method_config(config, "pi", L, 4 * L)}
-    curves = {name: [] for name in settings}
-    for seed, runs in study.runs.items():
-        eval_batch = task(np.random.default_rng(CH10_FT_EVAL_OFFSET + seed), CH10_FT_ROWS,
-                          4 * L)  # (128, 4L)
-        for name, cfg in settings.items():
-            curves[name].append(finetune_curve(
-                runs["RoPE"].params, cfg, task,
-                rng=np.random.default_rng(CH10_FT_TRAIN_OFFSET + seed),
-                eval_batch=eval_batch, batch_size=CH10_FT_BATCH))
-    return {name: np.stack(c) for name, c in curves.items()}  # (seeds, marks)
+    return finetune_comparison(study.runs, task, 4)
 
 
 # --- the encodings side by side ------------------------------------------------------------
@@ -420,7 +399,7 @@ def extra_parameters(config: ModelConfig) -> int:
     Taught in chapter 11.
     """
     def count(cfg):
-        return sum(p.size for p in init_params(cfg, np.random.default_rng(0)).values())
+        return sum(int(np.prod(shape)) for shape in param_shapes(cfg).values())
 
     none = dataclasses.replace(config, positional="none")
     return count(config) - count(none)
@@ -468,12 +447,4 @@ def encoding_rows(study: LengthStudy, *, rng: np.random.Generator,
             rows.append(EncodingRow(SHORT_TABLE, ENTRY["learned"], extra_parameters(short),
                                     float("nan"), runs_past(short, 2 * train_len), None))
     return rows
-
-
-def display_width(text: str) -> int:
-    """Columns ``text`` takes in a monospaced font: 2 for wide (CJK) characters.
-
-    Taught in chapter 11.
-    """
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 

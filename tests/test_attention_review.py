@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnlab import softmax
-from attnlab.experiments.softmax_sharpness import (
+from attnlab.experiments.attention_review import (
     SHARPNESS_D_K,
     SHARPNESS_TRIALS,
     sharpness_samples,

@@ -4,5 +4,5 @@ Each module imports only numpy and the numerics of ``attnlab`` (never ``plotting
 ``widgets`` or ``checks``), so an experiment runs and is tested without matplotlib;
 the live figures of :mod:`attnlab.widgets` draw what these functions compute. Import
 from the topic module, e.g.
-``from attnlab.experiments.softmax_sharpness import sharpness_samples``.
+``from attnlab.experiments.attention_review import sharpness_samples``.
 """

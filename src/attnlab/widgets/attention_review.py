@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from attnlab.experiments.softmax_sharpness import (
+from attnlab.experiments.attention_review import (
     SHARPNESS_D_K,
     SHARPNESS_N_KEYS,
     SHARPNESS_TRIALS,

@@ -6,7 +6,7 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from attnlab.experiments.sinusoidal import (
+from attnlab.experiments.sinusoidal_encoding import (
     EXPLORER_D_MODEL,
     EXPLORER_POSITIONS,
     EXPLORER_SEQ_LEN,

@@ -8,7 +8,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from attnlab.experiments.shape_explorer import (
+from attnlab.experiments.split_and_concat import (
     SHAPE_D_MODELS,
     SHAPE_N_HEADS,
     SHAPE_SEQ_LEN,

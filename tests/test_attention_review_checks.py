@@ -1,4 +1,6 @@
-"""attnlab.checks: each typical wrong answer gets its diagnosis; nothing escapes a check."""
+"""Chapter 01's self-check check_attention: each typical wrong answer gets its diagnosis;
+nothing escapes a check. The machinery of attnlab.checks.core (call_student,
+returned_array, checker) is tested here through it."""
 
 import contextlib
 import io

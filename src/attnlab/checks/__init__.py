@@ -1,12 +1,10 @@
 """Self-checks for the implementation exercises: 【正解】, 【未実装】 or 【不正解】 and why.
 
-:mod:`attnlab.checks.core` holds the machinery (:func:`checker`, :func:`call_student`,
-:class:`Mistake`, ...); every other module holds the checks of one chapter, named after
-the chapter's notebook, each made with :func:`checker`. This file imports every check by
-name, so ``from attnlab.checks import check_attention`` leads an editor straight to its
-definition; :data:`CHECKS` lists them for the grader. A test
-(``tests/test_registries.py``) names any check that a chapter module defines and this
-file does not list.
+The machinery (:func:`checker`, :func:`call_student`, :class:`Mistake`, ...) is in
+:mod:`attnlab.checks.core`; each chapter's checks are in the module named after its
+notebook. Every check is imported here by name (``from attnlab.checks import
+check_attention`` leads an editor to its definition) and listed in :data:`CHECKS`, which
+the grader reads; ``tests/test_registries.py`` names a check missing from either list.
 """
 
 from collections.abc import Callable

@@ -1,13 +1,10 @@
 """Live figures: ipywidgets controls wired to a pure plot, a PNG where no kernel runs.
 
-:mod:`attnlab.widgets.core` holds the machinery (:func:`interactive_figure`,
-:func:`render`, ...); every other module holds the live figures of one chapter, named
-after the chapter's notebook, each made by a factory marked with :func:`register_widget`.
-This file imports every factory by name, so
-``from attnlab.widgets import softmax_sharpness_widget`` leads an editor straight to its
-definition; :data:`WIDGETS` lists them by registry name. A test
-(``tests/test_registries.py``) names any factory that a chapter module marks and this
-file does not list.
+How a figure is wired is :mod:`attnlab.widgets.core`; the figures of a chapter live in
+the module named after its notebook, each made by a factory that
+:func:`register_widget` marks. The factories are imported here one by one and
+:data:`WIDGETS` maps each registry name to its factory (the tests render every one, the
+book's build draws every state); ``tests/test_registries.py`` fails on a factory left out.
 """
 
 from collections.abc import Callable

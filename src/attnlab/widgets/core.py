@@ -382,3 +382,33 @@ def interactive_figure(
     Not taught: machinery for writing a live figure (CONTRIBUTING.md).
     """
     return InteractiveFigure(plot, controls, title)
+
+
+# --- the controls, built one way for every figure ---------------------------------------
+# The three kinds the book renders (control_kind), each over a small discrete domain:
+# ``options`` are values, or (label, value) pairs where the label should differ.
+
+
+def toggle(options, value: Any, description: str) -> widgets.ToggleButtons:
+    """Toggle buttons over ``options``, each as wide as its label.
+
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    """
+    return widgets.ToggleButtons(options=list(options), value=value, description=description,
+                                 style={"button_width": "auto"})
+
+
+def slider(options, value: Any, description: str) -> widgets.SelectionSlider:
+    """A slider that stops at each of ``options`` (moved with the arrow keys in the book).
+
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    """
+    return widgets.SelectionSlider(options=list(options), value=value, description=description)
+
+
+def dropdown(options, value: Any, description: str) -> widgets.Dropdown:
+    """A drop-down menu of ``options``, for names too long for buttons.
+
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    """
+    return widgets.Dropdown(options=list(options), value=value, description=description)

@@ -3,7 +3,6 @@ choose how many K/V heads and see what the KV cache costs."""
 
 from collections.abc import Callable
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -20,7 +19,13 @@ from attnlab.experiments.what_heads_capture import (
 )
 from attnlab.head_roles import induction_mask
 from attnlab.plotting import BLACK, GREY, VERMILLION, WEIGHT_CMAP, new_figure
-from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
+from attnlab.widgets.core import (
+    InteractiveFigure,
+    dropdown,
+    interactive_figure,
+    register_widget,
+    toggle,
+)
 
 _T = 32
 _TICKS = np.arange(0, _T, 4)
@@ -71,13 +76,9 @@ def head_picker_widget() -> InteractiveFigure:
     Taught in chapter 04.
     """
     controls = {
-        "layer": widgets.ToggleButtons(options=list(range(CONFIG.n_layers)), value=1,
-                                       description="層", style={"button_width": "auto"}),
-        "head": widgets.ToggleButtons(options=list(range(CONFIG.n_heads)), value=0,
-                                      description="ヘッド", style={"button_width": "auto"}),
-        "example": widgets.ToggleButtons(
-            options=[(f"周期 {p}", i) for i, p in enumerate(EXAMPLE_PERIODS)], value=0,
-            description="例", style={"button_width": "auto"}),
+        "layer": toggle(range(CONFIG.n_layers), 1, "層"),
+        "head": toggle(range(CONFIG.n_heads), 0, "ヘッド"),
+        "example": toggle([(f"周期 {p}", i) for i, p in enumerate(EXAMPLE_PERIODS)], 0, "例"),
     }
     return interactive_figure(head_picker_plot, controls, title="ヘッドを選ぶ")
 
@@ -190,11 +191,8 @@ def kv_cache_widget() -> InteractiveFigure:
     Taught in chapter 04.
     """
     controls = {
-        "preset": widgets.Dropdown(options=list(PRESETS), value="Llama 2 70B",
-                                   description="モデル"),
-        "kv": widgets.ToggleButtons(options=list(KV_CHOICES), value="公開値",
-                                    description="K/V ヘッド", style={"button_width": "auto"}),
-        "seq_len": widgets.ToggleButtons(options=list(CONTEXT_LENGTHS), value=4096,
-                                         description="文脈長", style={"button_width": "auto"}),
+        "preset": dropdown(PRESETS, "Llama 2 70B", "モデル"),
+        "kv": toggle(KV_CHOICES, "公開値", "K/V ヘッド"),
+        "seq_len": toggle(CONTEXT_LENGTHS, 4096, "文脈長"),
     }
     return interactive_figure(kv_cache_plot, controls, title="K/V ヘッドと KV キャッシュ")

@@ -389,8 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"\n失敗したレベル: {', '.join(failed)}", flush=True)
         if differ:
-            print("印刷する数値は、どのマシンでも同じになる桁だけにしてください"
-                  "（README の「章を追加するとき」）。", flush=True)
+            print("印刷する数値は、どのマシンでも同じになる桁だけにしてください（CONTRIBUTING.md"
+                  " の「印刷する数値は、どのマシンでも同じ桁だけにする」）。", flush=True)
         return 1
     if not ran:
         print("\nこのマシンでは、より低いレベルを一つも実行できませんでした。", flush=True)

@@ -61,11 +61,12 @@ _Factory = TypeVar("_Factory", bound=Callable[[], "InteractiveFigure"])
 
 
 def register_widget(name: str) -> Callable[[_Factory], _Factory]:
-    """Mark a live figure's factory so that :data:`attnlab.widgets.WIDGETS` lists it.
+    """Mark a live figure's factory with its registry name.
 
-    ``attnlab.widgets`` imports every module of the package and collects the marked
-    factories defined there: the tests render each, ``benchmarks/widget_render.py``
-    times each, and the factory is importable as ``attnlab.widgets.<function name>``.
+    ``attnlab/widgets/__init__.py`` imports each marked factory by name and lists it in
+    :data:`attnlab.widgets.WIDGETS` (``tests/test_registries.py`` names one left out):
+    the tests render each, ``benchmarks/widget_render.py`` times each, and the book's
+    build draws every state of each.
 
     Parameters
     ----------

@@ -24,7 +24,7 @@ directive ``course-table``; ``book/instructor.md`` uses it four times::
 Every notebook and ``_config.yml`` are recorded as dependencies of the page, so an
 incremental build regenerates it when a chapter changes.
 
-Usage: python -m scripts.instructor_page   prints the generated Markdown.
+Usage: python -m book_ext.instructor_page   prints the generated Markdown.
 """
 
 import math

@@ -63,11 +63,11 @@ def test_the_right_answer_passes(capsys):
     assert ok is True and text.startswith("【正解】my_attention")
 
 
-def test_the_reference_itself_passes(capsys):
+def test_the_reference_itself_is_rejected_because_the_chapter_imports_it(capsys):
     from attnlab import scaled_dot_product_attention
 
-    ok, _ = _verdict(capsys, scaled_dot_product_attention)
-    assert ok is True
+    ok, text = _verdict(capsys, scaled_dot_product_attention)
+    assert ok is False and "scaled_dot_product_attention を呼んでいます" in text
 
 
 def test_a_minus_1e9_mask_is_also_right(capsys):

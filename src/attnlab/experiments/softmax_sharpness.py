@@ -64,15 +64,15 @@ def sharpness_samples(d_k: int, scaled: bool, n_keys: int) -> tuple[np.ndarray, 
 def query_jacobian_norms(q: np.ndarray, k: np.ndarray, scaled: bool) -> np.ndarray:
     """How strongly each query's weights respond to its query vector: ‖∂p/∂q‖.
 
-    For one query the scores are ``z_j = k_j · q / s`` (``s = √d_k`` when ``scaled``,
+    For one query the scores are ``z_j = k_j · q / τ`` (``τ = √d_k`` when ``scaled``,
     else 1) and the weights ``p = softmax(z)``. The chain rule through
-    ``∂p_j/∂z_l = p_j (δ_jl − p_l)`` and ``∂z_l/∂q = k_l / s`` gives, for each key j,
+    ``∂p_j/∂z_l = p_j (δ_jl − p_l)`` and ``∂z_l/∂q = k_l / τ`` gives, for each key j,
 
-        ∂p_j/∂q = p_j (k_j − k̄) / s,   k̄ = Σ_l p_l k_l  (the weighted mean key),
+        ∂p_j/∂q = p_j (k_j − k̄) / τ,   k̄ = Σ_l p_l k_l  (the weighted mean key),
 
     the rows of a (Tk, d_k) matrix whose Frobenius norm is returned. It is the part of
     the gradient to ``W_Q`` that passes through the softmax: without the scaling the
-    factor ``k / s`` is √d_k times larger, but ``p_j (k_j − k̄)`` goes to 0 for every j
+    factor ``k / τ`` is √d_k times larger, but ``p_j (k_j − k̄)`` goes to 0 for every j
     once the softmax saturates (one p_j near 1 with k̄ near its key, the others near 0).
 
     Parameters

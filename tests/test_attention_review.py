@@ -1,5 +1,6 @@
-"""Chapter 01: the softmax sharpens with d_k unless the scores are divided by √d_k, and
-the live figure's shortcut agrees with the computation from full vectors.
+"""Chapter 01: the softmax sharpens with d_k unless the scores are divided by √d_k, the
+live figure's shortcut agrees with the computation from full vectors, and the gradient
+to the query (‖∂p/∂q‖) is what the chain rule says.
 
 The figure draws each score as ``|q| · z`` instead of building ``d_k``-wide vectors; the
 chapter computes the same statistic from full random vectors. These tests keep the two
@@ -14,6 +15,7 @@ from attnlab.experiments.attention_review import (
     SHARPNESS_D_K,
     SHARPNESS_N_KEYS,
     SHARPNESS_TRIALS,
+    query_jacobian_norms,
     sharpness_samples,
 )
 
@@ -72,3 +74,59 @@ def test_sharpness_rejects_values_outside_the_domain(bad):
     args = {"d_k": 64, "scaled": True, "n_keys": 16, **bad}
     with pytest.raises(ValueError, match=f"{next(iter(bad))}="):
         sharpness_samples(**args)
+
+
+def _weights(q, k, scaled):  # q (d_k,), k (Tk, d_k) -> p (Tk,)
+    scale = np.sqrt(q.shape[-1]) if scaled else 1.0
+    return softmax(k @ q / scale)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_query_jacobian_norms_match_finite_differences(scaled):
+    rng = np.random.default_rng(11)
+    n, n_keys, d_k, eps = 3, 7, 11, 1e-6  # sizes that are not round
+    q = rng.normal(size=(n, d_k))
+    k = rng.normal(size=(n, n_keys, d_k))
+    norms = query_jacobian_norms(q, k, scaled)
+    for t in range(n):
+        columns = []
+        for c in range(d_k):
+            step = np.zeros(d_k)
+            step[c] = eps
+            columns.append((_weights(q[t] + step, k[t], scaled)
+                            - _weights(q[t] - step, k[t], scaled)) / (2 * eps))
+        numeric = np.stack(columns, axis=-1)  # (Tk, d_k): ∂p/∂q by central differences
+        np.testing.assert_allclose(norms[t], np.linalg.norm(numeric), rtol=1e-6)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_query_jacobian_norms_are_the_softmax_jacobian_times_the_keys(scaled):
+    rng = np.random.default_rng(12)
+    q, k = rng.normal(size=(4, 9)), rng.normal(size=(4, 5, 9))
+    scale = np.sqrt(9) if scaled else 1.0
+    expected = []
+    for t in range(4):
+        p = _weights(q[t], k[t], scaled)
+        dp_dz = np.diag(p) - np.outer(p, p)  # (Tk, Tk)
+        expected.append(np.linalg.norm(dp_dz @ k[t] / scale))
+    np.testing.assert_allclose(query_jacobian_norms(q, k, scaled), expected, rtol=1e-12)
+
+
+def test_without_scaling_the_gradient_to_q_vanishes_for_most_queries_at_d_k_1024():
+    # The chapter's claim: unscaled, the mean ‖∂p/∂q‖ is larger than scaled (the factor k
+    # is √d_k larger), yet the median is near 0: most queries get almost nothing and a
+    # few near-ties carry the sum.
+    rng = np.random.default_rng(2026)
+    q = rng.normal(size=(SHARPNESS_TRIALS, 1024))
+    k = rng.normal(size=(SHARPNESS_TRIALS, 16, 1024))
+    raw, scaled = query_jacobian_norms(q, k, False), query_jacobian_norms(q, k, True)
+    assert raw.mean() > 4 * scaled.mean()
+    assert np.median(raw) < 1e-2 < 0.2 < np.median(scaled)
+    assert np.mean(raw < 1e-3) > 0.4 and np.mean(scaled < 1e-3) == 0.0
+    top = np.sort(raw)[::-1][: SHARPNESS_TRIALS // 10]  # the 10% largest
+    assert top.sum() / raw.sum() > 0.6
+
+
+def test_query_jacobian_norms_name_the_shapes_of_bad_input():
+    with pytest.raises(ValueError, match=r"q.shape=\(3, 4\), k.shape=\(3, 5, 6\)"):
+        query_jacobian_norms(np.zeros((3, 4)), np.zeros((3, 5, 6)), True)

@@ -2,11 +2,15 @@
 
 The diagnosis is computed, not guessed from the code: the check builds what each typical
 mistake would return (with the reference functions) and says which one the answer
-matches.
+matches. The hidden cases have sizes unlike the chapter's example (T = 5, d_k = 4): none
+is square, none a power of two, and one has a single query, so an answer written for the
+example alone fails. The chapter imports ``scaled_dot_product_attention`` and
+``softmax``, so an answer that calls them is rejected with the reason.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
@@ -26,7 +30,7 @@ from attnlab.checks.core import (
     shape_of,
 )
 
-_MASK_MODES = ("right", "ignored", "zero", "inverted", "after_softmax")
+_MASK_MODES = ("right", "ignored", "zero", "inverted", "after_softmax", "causal")
 
 _DIAGNOSES = {
     ("scale", "none"): "√d_k で割るのを忘れています。スコアは q @ k.T / np.sqrt(d_k) です。",
@@ -49,6 +53,32 @@ _DIAGNOSES = {
         "softmax の後で重みを 0 にしています。それでは各行の和が 1 でなくなります。"
         "softmax の前に、隠す位置のスコアを -inf にしてください。"
     ),
+    ("mask", "causal"): (
+        "渡された mask ではなく、自分で作った因果マスク（np.tril）を使っていませんか。"
+        "mask は因果マスクとは限りません。引数の mask をそのまま使ってください。"
+    ),
+}
+
+#: What each wrong divisor of the scores is, when it is √ of a size of the case.
+_DIVISOR_SIZES = {
+    "Tk": "キーの数 Tk（k.shape[0]）",
+    "Tq": "クエリの数 Tq（q.shape[0]）",
+    "d_v": "バリューの幅 d_v（v.shape[-1]）",
+}
+#: √d_k of the chapter's example (d_k = 4): an answer that hard-codes it divides by 2.
+_EXAMPLE_DIVISOR = 2.0
+
+#: The package's functions that compute what my_attention must compute. Chapter 01
+#: imports them in its setup cell, so an answer could call them instead of its own code.
+_REFERENCES = {
+    scaled_dot_product_attention.__code__: (
+        "scaled_dot_product_attention を呼んでいます。この練習問題では、それを使わずに、"
+        "q @ k.T から出力までを自分で組み立ててください（本文のステップ 1〜5）。"
+    ),
+    softmax.__code__: (
+        "attnlab の softmax を呼んでいます。softmax も自分で書いてください："
+        "各行の最大値を引いてから exp を取り、行の和で割ります。"
+    ),
 }
 
 
@@ -63,16 +93,26 @@ class _Case:
 
 def _attention_cases() -> list[_Case]:
     rng = np.random.default_rng(20260101)
-    Tq, Tk, d_k, d_v = 3, 5, 8, 6  # all different, so a wrong axis shows in the shape
+    # all different, so a wrong axis shows in the shape; none is the chapter's 5 or 4,
+    # and d_k = 7 is no power of two, so √d_k = 2 hard-coded from the example fails
+    Tq, Tk, d_k, d_v = 3, 6, 7, 5
     q = rng.normal(size=(Tq, d_k))
     k = rng.normal(size=(Tk, d_k))
     v = rng.normal(size=(Tk, d_v))
-    # every row keeps at least one key and hides at least one, so the inverted mask is valid
-    mask = np.array([[1, 0, 1, 0, 0], [1, 1, 0, 0, 1], [0, 1, 1, 1, 0]], dtype=bool)
+    # every row keeps at least one key and hides at least one, so the inverted mask is
+    # valid; the mask is not causal (row 0 sees key 2, row 2 not key 0)
+    mask = np.array([[1, 0, 1, 0, 0, 1], [1, 1, 0, 0, 1, 0], [0, 1, 1, 1, 0, 0]], dtype=bool)
+    # one query over 11 keys, as when a model generates one token with a KV cache
+    q_one = rng.normal(size=(1, 13))  # (1, d_k)
+    k_one = rng.normal(size=(11, 13))  # (Tk, d_k)
+    v_one = rng.normal(size=(11, 3))  # (Tk, d_v): narrower than d_k
+    mask_one = np.ones((1, 11), dtype=bool)
+    mask_one[0, [2, 7, 8]] = False
     return [
         _Case("マスクなしのケース", q, k, v, None),
         _Case("マスクありのケース", q, k, v, mask),
         _Case("スコアがとても大きいケース", 300.0 * q, 300.0 * k, v, None),
+        _Case("クエリが 1 つのケース", q_one, k_one, v_one, mask_one),
     ]
 
 
@@ -88,8 +128,52 @@ def _candidate_weights(case: _Case, scale: str, axis: int, mask_mode: str) -> np
         return softmax(scores, axis=axis) * mask
     if mask_mode == "zero":
         return softmax(np.where(mask, scores, 0.0), axis=axis)
-    keep = ~mask if mask_mode == "inverted" else mask
+    if mask_mode == "causal":
+        keep = np.tril(np.ones(scores.shape, dtype=bool))
+    else:
+        keep = ~mask if mask_mode == "inverted" else mask
     return softmax(np.where(keep, scores, -np.inf), axis=axis)
+
+
+def _constant_divisor(case: _Case, weights: np.ndarray) -> float | None:
+    """The constant c with ``weights == softmax(q @ k.T / c)`` (mask applied), if any.
+
+    Within a row, ``log w_j − log w_l = (raw_j − raw_l) / c``: c is fitted over the keys
+    every row keeps, then confirmed by recomputing the weights.
+    """
+    raw = case.q @ case.k.T  # (Tq, Tk)
+    keep = np.ones(raw.shape, dtype=bool) if case.mask is None else case.mask
+    if not (np.all(weights[keep] > 0) and np.all(np.isfinite(weights))):
+        return None
+    a, b = [], []
+    for row in range(raw.shape[0]):
+        kept = keep[row]
+        if kept.sum() < 2:
+            continue
+        a.append(raw[row, kept] - raw[row, kept].mean())
+        b.append(np.log(weights[row, kept]) - np.log(weights[row, kept]).mean())
+    a, b = np.concatenate(a), np.concatenate(b)
+    if not np.any(b) or np.dot(a, b) <= 0:
+        return None
+    c = float(np.dot(a, a) / np.dot(a, b))
+    candidate = softmax(np.where(keep, raw / c, -np.inf), axis=-1)
+    return c if np.allclose(weights, candidate, rtol=1e-5, atol=1e-8) else None
+
+
+def _divisor_message(case: _Case, c: float) -> str:
+    """Name what a wrong constant divisor of the scores is."""
+    (Tq, d_k), Tk, d_v = case.q.shape, case.k.shape[0], case.v.shape[1]
+    sizes = {"Tk": Tk, "Tq": Tq, "d_v": d_v}
+    for name, size in sizes.items():
+        if size != d_k and np.isclose(c, np.sqrt(size), rtol=1e-6):
+            return (f"スコアを √{size} で割っています。√ の中が d_k ではなく "
+                    f"{_DIVISOR_SIZES[name]}です。d_k は q と k の最後の軸の長さ "
+                    f"q.shape[-1] = {d_k} です。")
+    if np.isclose(c, _EXAMPLE_DIVISOR, rtol=1e-6):
+        return ("スコアを 2 で割っています。本文の例の √d_k（d_k = 4）を固定で書いていませんか。"
+                f"このケースの d_k は {d_k} です。d_k は q.shape[-1] から取ってください。")
+    return (f"スコアを {c:.3g} で割っているようです。割るのは √d_k = {np.sqrt(d_k):.3g} です"
+            "（d_k = q.shape[-1]）。")
 
 
 def _diagnose_weights(case: _Case, weights: np.ndarray) -> str:
@@ -105,6 +189,8 @@ def _diagnose_weights(case: _Case, weights: np.ndarray) -> str:
         if np.allclose(weights, candidate, rtol=1e-5, atol=1e-8):
             found = [("scale", scale), ("axis", axis), ("mask", mask_mode)]
             return "".join(_DIAGNOSES[f] for f in found if f in _DIAGNOSES)
+    if (c := _constant_divisor(case, weights)) is not None:
+        return _divisor_message(case, c)
     sums = weights.sum(axis=-1)
     if not np.allclose(sums, 1.0, atol=1e-6):
         return (
@@ -151,6 +237,29 @@ def _probe_score_form(func: Callable) -> str | None:
     return None
 
 
+def _call_watching_references(func: Callable, *args: Any,
+                              **kwargs: Any) -> tuple[Any, list[str]]:
+    """``call_student(func, …)``, and the messages of the reference functions it called.
+
+    A profile hook sees every Python call made while ``func`` runs, however the student
+    reached the function (imported name, ``attnlab.…``, an alias, ``func`` itself).
+    """
+    called: list[str] = []
+
+    def watch(frame, event, arg):
+        if event == "call" and (message := _REFERENCES.get(frame.f_code)):
+            if message not in called:
+                called.append(message)
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        result = call_student(func, *args, **kwargs)
+    finally:
+        sys.setprofile(previous)
+    return result, called
+
+
 def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
     Tq, Tk, d_v = case.q.shape[0], case.k.shape[0], case.v.shape[1]
     first, second = returned_pair(value, (Tq, d_v), (Tq, Tk))
@@ -165,14 +274,16 @@ def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
     return out, weights
 
 
-@checker("隠れた 3 つのケースで、出力も重みも一致しました。")
+@checker("隠れた 4 つのケースで、出力も重みも一致しました。")
 def check_attention(func: Callable) -> None:
     """Check ``func(q, k, v, mask=None) -> (out, weights)`` against the reference.
 
     Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (softmax over the wrong axis,
-    √d_k forgotten or d_k used, k not transposed, mask ignored, hidden scores set to 0
-    instead of -inf, mask inverted, mask applied after the softmax, out and weights
-    swapped or one of them missing, None returned, an unstable softmax, an exception).
+    √d_k forgotten, d_k used, √ of another size or of the example's d_k = 4, k not
+    transposed, mask ignored, hidden scores set to 0 instead of -inf, mask inverted,
+    mask applied after the softmax, a causal mask of its own instead of ``mask``, out and
+    weights swapped or one of them missing, None returned, an unstable softmax, an
+    exception, ``scaled_dot_product_attention`` or ``softmax`` of attnlab called).
 
     Parameters
     ----------
@@ -190,9 +301,11 @@ def check_attention(func: Callable) -> None:
     for case in _attention_cases():
         inputs = (case.q, case.k, case.v)
         if case.mask is None:
-            result = call_student(func, *inputs)
+            result, references = _call_watching_references(func, *inputs)
         else:
-            result = call_student(func, *inputs, mask=case.mask)
+            result, references = _call_watching_references(func, *inputs, mask=case.mask)
+        if references:
+            raise Mistake(references[0])
         if isinstance(result, Raised):
             message = raised_message(result, case.name)
             if isinstance(result.error, TypeError) and case.mask is not None and (

@@ -23,14 +23,18 @@ from attnlab.checks.core import (
     returned_array,
     shape_of,
 )
-from attnlab.positional import alibi_bias
+from attnlab.checks.rope import refuse_reference
+from attnlab.positional import alibi_bias, alibi_slopes
 
 #: (case name, n_heads, seq_len) of the hidden cases; H = 4 tells 2^(−8h/H) from 1/2^h.
+#: The exercise asks for H a power of two (the paper's formula); the lengths are not.
 _CASES = (
     ("8 ヘッド・長さ 5 のケース", 8, 5),
     ("4 ヘッド・長さ 6 のケース", 4, 6),
+    ("16 ヘッド・長さ 7 のケース", 16, 7),
     ("2 ヘッド・長さ 3 のケース", 2, 3),
 )
+_REFERENCES = {"alibi_bias": alibi_bias, "alibi_slopes": alibi_slopes}
 
 _SLOPE_DIAGNOSES = {
     "from0": (
@@ -97,6 +101,7 @@ def check_alibi_bias(func) -> None:
 
     Taught in chapter 10.
     """
+    refuse_reference(func, _REFERENCES)
     for case, n_heads, seq_len in _CASES:
         result = call_student(func, n_heads, seq_len)
         if isinstance(result, Raised):

@@ -88,7 +88,7 @@ RIGHT = lambda n: 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # noqa: E731
 
 MISTAKES = [
     (with_slopes(RIGHT, sign=+1.0), "符号が逆"),
-    (with_slopes(lambda n: 2.0 ** (-8.0 * np.arange(n) / n)), "0 から数えて"),
+    (with_slopes(lambda n: 2.0 ** (-8.0 * np.arange(n) / n)), "ℓ + 1 ではなく ℓ"),
     (with_slopes(lambda n: 0.5 ** np.arange(1, n + 1)), "ヘッドの数に関係なく"),
     (with_slopes(lambda n: RIGHT(n)[::-1]), "順番が逆"),
     (with_slopes(lambda n: np.ones(n)), "同じ傾き"),

@@ -546,9 +546,9 @@ def rope_inv_freq(
 # --- ALiBi -------------------------------------------------------------------------------------
 
 def alibi_slopes(n_heads: int) -> np.ndarray:
-    """The fixed per-head slopes κ of ALiBi (Press et al., 2022).
+    """The fixed per-head slopes a of ALiBi (Press et al., 2022).
 
-    For a power of two h: ``κ_ℓ = 2^(−8(ℓ+1)/h)`` for head ℓ = 0 … h − 1 (the paper
+    For a power of two h: ``a_ℓ = 2^(−8(ℓ+1)/h)`` for head ℓ = 0 … h − 1 (the paper
     numbers heads from 1; 8 heads: 1/2, 1/4, …, 1/256). Otherwise the paper's rule: the
     slopes of the nearest lower power of two, then every other slope of twice that many.
 
@@ -572,7 +572,7 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
 
 
 def alibi_bias(n_heads: int, seq_len: int, dtype=np.float64) -> np.ndarray:
-    """The ALiBi score bias ``−κ_ℓ · |i − j|`` for query i and key j in head ℓ.
+    """The ALiBi score bias ``−a_ℓ · |i − j|`` for query i and key j in head ℓ.
 
     Added to the scores before the softmax, it makes far keys cost more, more steeply in
     heads with a large slope. With a causal mask only ``j ≤ i`` is used.

@@ -1,8 +1,8 @@
 """Chapter 10's self-check: ``f(n_heads, seq_len) -> (H, T, T)``, ALiBi's score bias.
 
-ALiBi (Press et al., 2022) adds ``−κ_ℓ · |i − j|`` to the score of query i and key j in
+ALiBi (Press et al., 2022) adds ``−a_ℓ · |i − j|`` to the score of query i and key j in
 head ℓ (numbered from 0, as the book does), with the fixed slopes
-``κ_ℓ = 2^(−8(ℓ+1)/h)`` for h heads (h a power of two; the paper numbers heads from 1).
+``a_ℓ = 2^(−8(ℓ+1)/h)`` for h heads (h a power of two; the paper numbers heads from 1).
 With the causal mask only the keys ``j ≤ i`` are used, so only that part is compared:
 an answer may put anything above the diagonal. As in chapter 01, the diagnosis is
 computed: the check builds what each typical mistake would return and says which one
@@ -40,23 +40,23 @@ _REFERENCES = {"alibi_bias": alibi_bias, "alibi_slopes": alibi_slopes}
 _SLOPE_DIAGNOSES = {
     "from0": (
         "指数に ℓ + 1 ではなく ℓ を使っています（ヘッド 0 の傾きが 1）。ヘッド ℓ（0 から数える）の"
-        "傾きは κ_ℓ = 2^(−8(ℓ+1)/h)、8 ヘッドなら 1/2, 1/4, …, 1/256 です。"
+        "傾きは a_ℓ = 2^(−8(ℓ+1)/h)、8 ヘッドなら 1/2, 1/4, …, 1/256 です。"
     ),
     "halves": (
         "ヘッドの数に関係なく 1/2, 1/4, 1/8, … としています。それが正しいのは 8 ヘッドの"
-        "ときだけです。κ_ℓ = 2^(−8(ℓ+1)/h) なので、4 ヘッドなら 1/4, 1/16, 1/64, 1/256 です。"
+        "ときだけです。a_ℓ = 2^(−8(ℓ+1)/h) なので、4 ヘッドなら 1/4, 1/16, 1/64, 1/256 です。"
     ),
     "reversed": (
         "傾きの順番が逆です（ヘッド 0 がいちばん緩やか）。ヘッド 0 がいちばん急な "
         "2^(−8/h) です。"
     ),
     "same": (
-        "どのヘッドも同じ傾きです。ALiBi はヘッドごとに違う傾き κ_ℓ = 2^(−8(ℓ+1)/h) を使い、"
+        "どのヘッドも同じ傾きです。ALiBi はヘッドごとに違う傾き a_ℓ = 2^(−8(ℓ+1)/h) を使い、"
         "近くだけを見るヘッドと遠くまで見るヘッドを作ります。"
     ),
 }
 _SIGN = (
-    "符号が逆です。遠いキーほどスコアを **下げる** ので、バイアスは −κ_ℓ · |i − j|"
+    "符号が逆です。遠いキーほどスコアを **下げる** ので、バイアスは −a_ℓ · |i − j|"
     "（0 以下）です。"
 )
 
@@ -97,7 +97,7 @@ def _diagnose(value: np.ndarray, n_heads: int, seq_len: int, lower: np.ndarray) 
 
 @checker("どのケースでもヘッドごとの傾きと距離のバイアスが一致。")
 def check_alibi_bias(func) -> None:
-    """Check ``func(n_heads, seq_len)``: ALiBi's bias ``−κ_ℓ·|i − j|``, shape (H, T, T),
+    """Check ``func(n_heads, seq_len)``: ALiBi's bias ``−a_ℓ·|i − j|``, shape (H, T, T),
     on the part ``j ≤ i`` that a causal model uses.
 
     Taught in chapter 10.

@@ -324,7 +324,7 @@ def first_layer_weights(params: dict, config: ModelConfig, tokens: np.ndarray,
     The model of :mod:`attnlab.model` always numbers a row ``0 … T−1``; here the same
     arithmetic takes any positions: the sinusoidal or learned rows of those positions
     are added to the embeddings, RoPE turns q and k by their angles, ALiBi adds
-    −κ_ℓ·|p_i − p_j| (head ℓ). At ``positions = 0 … T−1`` it equals ``forward(…).attn[0]``.
+    −a_ℓ·|p_i − p_j| (head ℓ). At ``positions = 0 … T−1`` it equals ``forward(…).attn[0]``.
 
     Parameters
     ----------

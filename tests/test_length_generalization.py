@@ -143,3 +143,31 @@ def test_train_kinds_gives_each_kind_its_own_stream():
 def test_finetune_comparison_names_the_lengths_it_knows():
     with pytest.raises(ValueError, match="factor=3"):
         finetune_comparison({}, PreviousToken(), 3)
+
+
+def test_the_ablations_run_on_the_same_batches_as_the_study():
+    from attnlab.experiments.length_generalization import LENGTH_ABLATIONS
+
+    runs = {kind: fresh(kind, seed) for seed, kind in enumerate(TRAINED_KINDS)}
+    study = evaluate_lengths(runs, TASK, rng=np.random.default_rng(9), rows=8)
+    ablated = evaluate_lengths(runs, TASK, rng=np.random.default_rng(9), rows=8,
+                               methods={**LENGTH_ABLATIONS, "again": ("RoPE", "yarn")})
+    assert list(ablated) == [*LENGTH_ABLATIONS, "again"]
+    np.testing.assert_array_equal(ablated["again"], study["RoPE+YaRN"])  # same batches
+    assert ablated["YaRN（論文のランプ）"][0] == study["RoPE+YaRN"][0]  # at L: all the same
+
+
+def test_the_toy_head_is_where_yarn_leaves_pair_0_alone():
+    # Dh = 8, L = 16: YaRN's reference ramp keeps pair 0 (2.5 turns) and interpolates the
+    # rest like PI; the paper's ramp interpolates pair 0 as well (γ = 0.05)
+    from attnlab.positional import rope_inv_freq
+
+    theta = rope_inv_freq(8)
+    for s in (2.0, 4.0):
+        yarn = method_config(length_config("RoPE"), "yarn", 16, int(16 * s)).rope
+        np.testing.assert_allclose(yarn.inv_freq(8) / theta, [1, 1 / s, 1 / s, 1 / s])
+        paper = method_config(length_config("RoPE"), "yarn_turns", 16, int(16 * s)).rope
+        assert paper.inv_freq(8)[0] < 0.6 and paper.attention_factor == yarn.attention_factor
+        no_temp = method_config(length_config("RoPE"), "yarn_no_temp", 16, int(16 * s)).rope
+        assert no_temp.attention_factor == 1.0
+        np.testing.assert_array_equal(no_temp.inv_freq(8), yarn.inv_freq(8))

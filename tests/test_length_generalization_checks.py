@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.checks import check_alibi_bias
-from attnlab.positional import alibi_bias
+from attnlab.positional import alibi_bias, alibi_slopes
+from scripts.book import SOLUTION_COLUMNS, display_width
 
 
 def loops(n_heads, seq_len):
@@ -43,11 +44,36 @@ def geometric_ratio(n_heads, seq_len):
     return -slopes[:, None, None] * np.abs(pos[None, :] - pos[:, None])
 
 
-@pytest.mark.parametrize("answer", [loops, vectorised, float32, causal_only, geometric_ratio,
-                                    alibi_bias])
+@pytest.mark.parametrize("answer", [loops, vectorised, float32, causal_only, geometric_ratio])
 def test_correct_answers_pass(answer, capsys):
     assert check_alibi_bias(answer)
-    assert "【正解】" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "【正解】" in out
+    assert display_width(out.rstrip("\n").replace(answer.__name__, "my_alibi_bias"))\
+        <= SOLUTION_COLUMNS
+
+
+@pytest.mark.parametrize("answer, name", [
+    (alibi_bias, "alibi_bias"),
+    (lambda n, t: alibi_bias(n, t), "alibi_bias"),
+    (lambda n, t: -alibi_slopes(n)[:, None, None] * np.abs(np.arange(t)[:, None]
+                                                          - np.arange(t)[None, :]),
+     "alibi_slopes"),
+])
+def test_the_chapters_alibi_functions_are_refused(answer, name, capsys):
+    assert not check_alibi_bias(answer)
+    assert f"attnlab の {name} を使っています" in capsys.readouterr().out
+
+
+def test_an_answer_right_only_for_the_chapters_eight_heads_fails(capsys):
+    # the chapter prints the slopes of 8 heads: 1/2, 1/4, …, 1/256, written in
+    def my_alibi_bias(n_heads, seq_len):
+        slopes = 0.5 ** np.arange(1, 9)[:n_heads]
+        pos = np.arange(seq_len)
+        return -np.resize(slopes, n_heads)[:, None, None] * np.abs(pos[:, None] - pos[None, :])
+
+    assert not check_alibi_bias(my_alibi_bias)
+    assert "【不正解】" in capsys.readouterr().out
 
 
 def with_slopes(slopes_of, sign=-1.0):
@@ -62,7 +88,7 @@ RIGHT = lambda n: 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # noqa: E731
 
 MISTAKES = [
     (with_slopes(RIGHT, sign=+1.0), "符号が逆"),
-    (with_slopes(lambda n: 2.0 ** (-8.0 * np.arange(n) / n)), "0 から数えて"),
+    (with_slopes(lambda n: 2.0 ** (-8.0 * np.arange(n) / n)), "ℓ + 1 ではなく ℓ"),
     (with_slopes(lambda n: 0.5 ** np.arange(1, n + 1)), "ヘッドの数に関係なく"),
     (with_slopes(lambda n: RIGHT(n)[::-1]), "順番が逆"),
     (with_slopes(lambda n: np.ones(n)), "同じ傾き"),

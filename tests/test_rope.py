@@ -67,3 +67,20 @@ def test_permuting_head_columns_moves_whole_heads_only():
         permute_head_columns(w, 2, [0, 0, 1, 2])
     with pytest.raises(ValueError, match="割り切れる"):
         permute_head_columns(w, 3, [0, 1])
+
+
+def test_expected_scores_aligned_fall_and_independent_stay_flat():
+    from attnlab.experiments.rope import rope_expected_scores
+
+    distances = np.array([0, 7, 100, 1000])
+    aligned, independent = rope_expected_scores(distances, 128)
+    assert aligned[0] == pytest.approx(128.0)
+    assert np.all(np.diff(aligned) < 0) and aligned[-1] < 0.2 * aligned[0]
+    assert independent == pytest.approx(np.sqrt(2 * 128 / np.pi))
+    # against samples: q = k for the aligned mean, independent q, k for the mean of |q·k|
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(2, 4000, 128))  # (N, Dh) each
+    for d, expected in zip(distances, aligned, strict=True):
+        q_d = apply_rope(q, np.full(len(q), d))  # (N, Dh): q at position d
+        assert np.mean(np.sum(q_d * q, axis=-1)) == pytest.approx(expected, abs=1.5)
+        assert np.mean(np.abs(np.sum(q_d * k, axis=-1))) == pytest.approx(independent, rel=0.05)

@@ -1,6 +1,9 @@
-"""check_apply_rope: every correct style passes; each typical mistake gets its diagnosis."""
+"""Chapter 08's checks: every correct style passes; each typical mistake gets its
+diagnosis; an answer right only for the chapter's example fails; the package's own
+functions, which the chapter imports, are refused."""
 
 import contextlib
+import functools
 import io
 
 import numpy as np
@@ -8,8 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnlab.checks import check_apply_rope
-from attnlab.positional import apply_rope
+from attnlab import RoPE
+from attnlab.checks import check_apply_rope, check_half_layout
+from attnlab.experiments.rope import half_layout_permutation, permute_head_columns
+from attnlab.positional import apply_rope, rope_angles
+from scripts.book import SOLUTION_COLUMNS, display_width
 
 
 def student_rope(*, layout="adjacent", sign=1.0, two_i=True, use_positions=True,
@@ -100,7 +106,6 @@ CORRECT = {
     "two loops, returns a list": loop_rope,
     "a block-diagonal rotation matrix": matrix_rope,
     "rotate every two (GPT-J)": rotate_every_two_rope,
-    "the reference": apply_rope,
 }
 
 
@@ -108,6 +113,61 @@ CORRECT = {
 def test_every_correct_style_passes(capsys, func):
     ok, text = _verdict(capsys, func)
     assert ok is True and text.startswith("【正解】"), text
+
+
+def test_the_success_line_fits_a_folded_solution(capsys):
+    ok, text = _verdict(capsys, student_rope())
+    assert ok and display_width(text.rstrip("\n").replace("<lambda>", "my_apply_rope"))\
+        <= SOLUTION_COLUMNS
+
+
+# --- the package's own functions (imported by the chapter's setup cell) are refused -----
+
+_global_alias = apply_rope
+
+
+def _helper(x, positions, base):
+    return apply_rope(x, positions, base)
+
+
+def with_helper(x, positions, base=10000.0):
+    return _helper(x, positions, base)
+
+
+REFERENCE_ANSWERS = {
+    "apply_rope itself": (apply_rope, "apply_rope"),
+    "a lambda around it": (lambda x, positions, base=10000.0: apply_rope(x, positions, base),
+                           "apply_rope"),
+    "functools.partial": (functools.partial(apply_rope), "apply_rope"),
+    "a global alias": (lambda x, positions, base=10000.0: _global_alias(x, positions, base),
+                       "apply_rope"),
+    "through a helper": (with_helper, "apply_rope"),
+    "RoPE().apply": (lambda x, positions, base=10000.0: RoPE(base=base).apply(x, positions),
+                     "RoPE"),
+    "rope_angles for the angles": (
+        lambda x, positions, base=10000.0: x * np.cos(rope_angles(positions, x.shape[1],
+                                                                  base)).repeat(2, -1),
+        "rope_angles"),
+}
+
+
+@pytest.mark.parametrize("func, name", REFERENCE_ANSWERS.values(), ids=REFERENCE_ANSWERS.keys())
+def test_the_package_functions_are_refused(capsys, func, name):
+    ok, text = _verdict(capsys, func)
+    assert ok is False and f"attnlab の {name} を使っています" in text, text
+
+
+def test_an_answer_right_only_for_the_chapters_example_fails(capsys):
+    # the chapter's example: Dh = 8, its θ = [1, 0.1, 0.01, 0.001] written in
+    def my_apply_rope(x, positions, base=10000.0):
+        theta = np.array([1.0, 0.1, 0.01, 0.001])[: x.shape[1] // 2]
+        theta = np.resize(theta, x.shape[1] // 2)
+        angles = np.asarray(positions)[:, None] * theta
+        z = (x[:, 0::2] + 1j * x[:, 1::2]) * np.exp(1j * angles)
+        return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
+
+    ok, text = _verdict(capsys, my_apply_rope)
+    assert ok is False, text
 
 
 def test_the_student_edition_stub_is_reported_as_unimplemented(capsys):
@@ -211,3 +271,170 @@ def test_no_exception_of_the_students_code_escapes_the_check(error, message):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_apply_rope(my_apply_rope)
     assert ok is False and error.__name__ in printed.getvalue()
+
+
+# --- check_half_layout: an adjacent-pair checkpoint converted to rotate_half -------------
+
+def _perm(d_head):
+    return np.concatenate([np.arange(0, d_head, 2), np.arange(1, d_head, 2)])
+
+
+def convert_by_index(params, n_heads, n_kv_heads):
+    out = {name: value.copy() for name, value in params.items()}
+    for name, value in params.items():
+        count = {"w_q": n_heads, "w_k": n_kv_heads}.get(name.rsplit(".", 1)[-1])
+        if count is None:
+            continue
+        d_head = value.shape[1] // count
+        cols = (np.arange(count)[:, None] * d_head + _perm(d_head)).ravel()
+        out[name] = value[:, cols]
+    return out
+
+
+def convert_by_reshape(params, n_heads, n_kv_heads):
+    out = dict(params)  # a new dict; unchanged matrices may be shared
+    for name in params:
+        if name.endswith((".w_q", ".w_k")):
+            count = n_heads if name.endswith(".w_q") else n_kv_heads
+            w = params[name]
+            D, cols = w.shape
+            d_head = cols // count
+            heads = w.reshape(D, count, d_head // 2, 2)  # (D, H, Dh/2, 2)
+            out[name] = heads.transpose(0, 1, 3, 2).reshape(D, cols)
+    return out
+
+
+def convert_by_loops(params, n_heads, n_kv_heads):
+    out = {}
+    for name, value in params.items():
+        new = np.array(value, dtype=float)
+        if name.endswith((".w_q", ".w_k")):
+            count = n_heads if name.endswith(".w_q") else n_kv_heads
+            d_head = value.shape[1] // count
+            for h in range(count):
+                for i in range(d_head // 2):
+                    new[:, h * d_head + i] = value[:, h * d_head + 2 * i]
+                    new[:, h * d_head + i + d_head // 2] = value[:, h * d_head + 2 * i + 1]
+        out[name] = new.tolist() if name == "embed" else new  # lists are fine too
+    return out
+
+
+@pytest.mark.parametrize("func", [convert_by_index, convert_by_reshape, convert_by_loops])
+def test_correct_conversions_pass(capsys, func):
+    ok = check_half_layout(func)
+    text = capsys.readouterr().out
+    assert ok is True and text.startswith("【正解】"), text
+    assert display_width(text.rstrip("\n").replace(func.__name__, "my_to_half_layout"))\
+        <= SOLUTION_COLUMNS
+
+
+def convert_with(mistake):
+    def my_to_half_layout(params, n_heads, n_kv_heads):
+        out = {name: value.copy() for name, value in params.items()}
+        for name, value in params.items():
+            kind = name.rsplit(".", 1)[-1]
+            heads = {"w_q": n_heads, "w_k": n_kv_heads}
+            if mistake == "v_too":
+                heads["w_v"] = n_kv_heads
+            if mistake == "k_missing":
+                heads.pop("w_k")
+            if kind not in heads:
+                continue
+            d_head = value.shape[1] // heads[kind]
+            perm = np.argsort(_perm(d_head)) if mistake == "inverse" else _perm(d_head)
+            if mistake == "whole":
+                out[name] = value[:, _perm(value.shape[1])]
+            elif mistake == "rows":
+                rows = (np.arange(value.shape[0] // d_head)[:, None] * d_head + perm).ravel()
+                out[name] = value[rows, :]
+            else:
+                cols = (np.arange(heads[kind])[:, None] * d_head + perm).ravel()
+                out[name] = value[:, cols]
+        return out
+    return my_to_half_layout
+
+
+CONVERSION_MISTAKES = {
+    "the inverse permutation": (convert_with("inverse"), "並べ替えが逆向き"),
+    "rows instead of columns": (convert_with("rows"), "行を並べ替えています"),
+    "one permutation over all heads": (convert_with("whole"), "列全体を 1 つの並べ替え"),
+    "W_K forgotten": (convert_with("k_missing"), "W_K を並べ替えていません"),
+    "W_V permuted too": (convert_with("v_too"), "W_V の列も並べ替えています"),
+}
+
+
+@pytest.mark.parametrize("func, diagnosis", CONVERSION_MISTAKES.values(),
+                         ids=CONVERSION_MISTAKES.keys())
+def test_each_conversion_mistake_is_diagnosed(capsys, func, diagnosis):
+    ok = check_half_layout(func)
+    text = capsys.readouterr().out
+    assert ok is False and diagnosis in text, text
+    assert text.count("\n") == 1 and "Traceback" not in text
+
+
+def test_w_k_with_the_query_head_count_is_explained(capsys):
+    def my_to_half_layout(params, n_heads, n_kv_heads):
+        return convert_by_index(params, n_heads, n_heads)  # GQA: W_K has Hkv heads
+
+    ok = check_half_layout(my_to_half_layout)
+    text = capsys.readouterr().out
+    assert ok is False and "GQA" in text, text
+
+
+def test_changing_the_callers_checkpoint_is_named(capsys):
+    def my_to_half_layout(params, n_heads, n_kv_heads):
+        converted = convert_by_index(params, n_heads, n_kv_heads)
+        params.update(converted)  # in place: the original checkpoint is gone
+        return params
+
+    ok = check_half_layout(my_to_half_layout)
+    text = capsys.readouterr().out
+    assert ok is False and "書き換えています" in text, text
+
+
+def test_an_answer_for_the_chapters_model_only_fails(capsys):
+    # chapter 08's model: Dh = 8, one layer, no GQA: the permutation written out
+    def my_to_half_layout(params, n_heads, n_kv_heads):
+        out = dict(params)
+        perm = [0, 2, 4, 6, 1, 3, 5, 7]
+        for name in ("layers.0.w_q", "layers.0.w_k"):
+            w = params[name]
+            out[name] = np.concatenate([w[:, h * 8:(h + 1) * 8][:, perm]
+                                        for h in range(w.shape[1] // 8)], axis=1)
+        return out
+
+    assert check_half_layout(my_to_half_layout) is False
+    assert "【不正解】" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("func, name", [
+    (lambda p, h, k: {n: (permute_head_columns(v, h if n.endswith("w_q") else k,
+                                               half_layout_permutation(v.shape[1] // h))
+                          if n.endswith(("w_q", "w_k")) else v) for n, v in p.items()},
+     "permute_head_columns"),
+    (lambda p, h, k: {n: v[:, half_layout_permutation(v.shape[1])] for n, v in p.items()},
+     "half_layout_permutation"),
+])
+def test_the_chapters_conversion_functions_are_refused(capsys, func, name):
+    assert check_half_layout(func) is False
+    assert f"attnlab の {name} を使っています" in capsys.readouterr().out
+
+
+def test_strange_returns_and_the_stub(capsys):
+    def stub(params, n_heads, n_kv_heads):
+        raise NotImplementedError
+
+    assert check_half_layout(stub) is False
+    assert "【未実装】" in capsys.readouterr().out
+    for value, words in [(None, "None"), ([], "dict"), ({"embed": 1}, "がありません")]:
+        assert check_half_layout(lambda p, h, k, v=value: v) is False
+        assert words in capsys.readouterr().out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(returned=_ANYTHING)
+def test_no_return_value_makes_the_conversion_check_raise(returned):
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        ok = check_half_layout(lambda params, n_heads, n_kv_heads: returned)
+    assert ok is False
+    assert printed.getvalue().startswith("【不正解】") and "Traceback" not in printed.getvalue()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from attnlab.experiments.length_generalization import (
+    LENGTH_ABLATIONS,
     LENGTH_METHODS,
     LENGTH_TRAIN_LEN,
     TRAINED_KINDS,
@@ -127,8 +128,8 @@ def pair_08(ch11, own):
 
 
 def pair_09(ch11, own):
-    unseen = numbers(line(own, r"^s = 2: 見たことのない角度に出る対 \d+ 個.*$"))[1]
-    turned = numbers(line(own, r"^訓練中に 1 周以上回った対: .*$"))
+    unseen = numbers(line(own, r"^s = 2: 見たことのない角度に出るペア \d+ 個.*$"))[1]
+    turned = numbers(line(own, r"^訓練中に 1 周以上回ったペア: .*$"))
     return [unseen, turned[-1]], numbers(headline(ch11, 9))[:2]
 
 
@@ -143,6 +144,10 @@ def pair_10(ch11, own):
              for m in ("RoPE 外挿", "RoPE+PI", "RoPE+YaRN", "ALiBi")}
     theirs += list(means.values()) + finetune_rows(own)
     ours += numbers(headline(ch11, 10)) + finetune_rows(ch11)
+    # the YaRN ablations: chapter 10's 2L and 4L cells, recomputed by chapter 11
+    for label in LENGTH_ABLATIONS:
+        theirs += table_cells(own, label)
+        ours += table_cells(ch11, label)
     return theirs, ours
 
 
@@ -188,6 +193,7 @@ def _change_first_digit_after(text: str, anchor: str) -> str:
     ("09_context_extension", r"^s = 2: 見たことの.*$", "16 個", "15 個"),
     ("10_length_generalization", r"^.*0\.48 \(.*   RoPE 外挿$", "0.48 (", "0.47 ("),
     ("10_length_generalization", r"^5\s+0\.65 \(.*$", "0.65 (", "0.66 ("),
+    ("10_length_generalization", r"^.*   YaRN（論文のランプ）$", "0.27 (", "0.28 ("),
 ])
 def test_a_changed_number_in_a_chapter_is_caught(stem, pattern, old, new):
     own = printed(stem)

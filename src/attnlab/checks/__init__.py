@@ -11,7 +11,11 @@ from collections.abc import Callable
 
 from attnlab.checks.attention_has_no_order import check_order_blind_ceiling
 from attnlab.checks.attention_review import check_attention
-from attnlab.checks.context_extension import check_interpolate_positions, check_ntk_scaled_base
+from attnlab.checks.context_extension import (
+    check_interpolate_positions,
+    check_ntk_scaled_base,
+    check_yarn_inv_freq,
+)
 from attnlab.checks.core import (
     CheckResult,
     Mistake,
@@ -24,7 +28,7 @@ from attnlab.checks.core import (
 )
 from attnlab.checks.learned_positions import check_position_lookup
 from attnlab.checks.length_generalization import check_alibi_bias
-from attnlab.checks.rope import check_apply_rope
+from attnlab.checks.rope import check_apply_rope, check_half_layout
 from attnlab.checks.sinusoidal_encoding import (
     check_add_positional_encoding,
     check_sinusoidal_encoding,
@@ -48,8 +52,10 @@ CHECKS: dict[str, Callable[[Callable], bool]] = {
         check_add_positional_encoding,
         check_position_lookup,  # 07
         check_apply_rope,  # 08
+        check_half_layout,
         check_interpolate_positions,  # 09
         check_ntk_scaled_base,
+        check_yarn_inv_freq,
         check_alibi_bias,  # 10
     )
 }
@@ -66,6 +72,7 @@ __all__ = [
     "check_apply_rope",
     "check_attention",
     "check_grouped_query_attention",
+    "check_half_layout",
     "check_heads_output",
     "check_interpolate_positions",
     "check_kv_cache_bytes",
@@ -75,6 +82,7 @@ __all__ = [
     "check_position_lookup",
     "check_sinusoidal_encoding",
     "check_split_heads",
+    "check_yarn_inv_freq",
     "checker",
     "raised_message",
     "returned_array",

@@ -9,6 +9,10 @@ longer length (extrapolation), position interpolation, the NTK-aware base and Ya
 with ``rope_scale`` = evaluation length / L. Accuracy is measured on the positions the
 model never saw in training (t ≥ L); at L itself, on every scored position.
 
+Two ablations of YaRN run on the same trained RoPE models and the same batches
+(:data:`LENGTH_ABLATIONS`): the ramp linear in the number of turns, as Peng et al. write
+it, and YaRN without its temperature. Both are inference-time changes: no training.
+
 Then a short fine-tune at 2L of the trained RoPE model, once as it is (extrapolation)
 and once with position interpolation: Chen et al.'s comparison in miniature.
 """
@@ -69,6 +73,12 @@ LENGTH_METHODS = {
     "RoPE+NTK": ("RoPE", "ntk"),
     "RoPE+YaRN": ("RoPE", "yarn"),
     "ALiBi": ("ALiBi", None),
+}
+#: YaRN taken apart on the trained RoPE models (labels as LENGTH_METHODS): the paper's
+#: ramp γ(r), linear in the turns, and the reference ramp without the temperature.
+LENGTH_ABLATIONS = {
+    "YaRN（論文のランプ）": ("RoPE", "yarn_turns"),
+    "YaRN（温度なし）": ("RoPE", "yarn_no_temp"),
 }
 
 
@@ -198,12 +208,15 @@ def train_short(config: ModelConfig, task, *, rng: np.random.Generator,
 
 def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
                      train_len: int = LENGTH_TRAIN_LEN, factors=LENGTH_FACTORS,
-                     rows: int = LENGTH_EVAL_ROWS) -> dict[str, np.ndarray]:
+                     rows: int = LENGTH_EVAL_ROWS,
+                     methods: dict | None = None) -> dict[str, np.ndarray]:
     """Accuracy of every method of :data:`LENGTH_METHODS` at every evaluation length.
 
     Every method sees the same batch at a given length. At ``train_len`` every scored
     position counts; at longer lengths only the positions ``t ≥ train_len``, which the
-    model never saw in training.
+    model never saw in training. ``methods`` (label → (trained kind, scaling)) replaces
+    :data:`LENGTH_METHODS`, e.g. :data:`LENGTH_ABLATIONS`: an ``rng`` of the same seed
+    draws the same batches.
 
     Parameters
     ----------
@@ -226,7 +239,7 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
     lengths = [positive_int(f, "factors の要素") * train_len for f in factors]
     batches = [task(rng, rows, length) for length in lengths]  # tokens (rows, length)
     out = {}
-    for method, (kind, scaling) in LENGTH_METHODS.items():
+    for method, (kind, scaling) in (LENGTH_METHODS if methods is None else methods).items():
         if kind not in runs:
             raise ValueError(f"runs に {kind!r} の学習済みモデルがありません")
         params = getattr(runs[kind], "params", runs[kind])

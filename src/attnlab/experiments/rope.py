@@ -164,3 +164,35 @@ def permute_head_columns(w: np.ndarray, n_heads: int, perm) -> np.ndarray:
         raise ValueError(f"perm は 0 〜 {d_head - 1} の並べ替えである必要があります: perm={perm}")
     cols = (np.arange(n_heads)[:, None] * d_head + perm).ravel()  # (H·Dh,)
     return w[:, cols]
+
+
+def rope_expected_scores(distances, d_head: int, base: float = 10000.0):
+    """What a score q_m·k_n is on average, by distance m − n, for random unit-variance rows.
+
+    Aligned rows (k = q, each entry N(0, 1)): every pair adds ``E|pair|²·cos((m−n)θ_i)
+    = 2·cos((m−n)θ_i)``, so ``E[q_m·k_n] = Σ_i 2·cos((m−n)·θ_i)`` falls from ``Dh`` at
+    distance 0 as the pairs turn apart. Independent q and k: ``q_m·k_n`` is
+    ``N(0, Dh)`` at every distance (a rotation keeps the distribution), so
+    ``E|q_m·k_n| = √(2·Dh/π)`` whatever the distance: RoFormer's decaying bound says
+    nothing about it.
+
+    Parameters
+    ----------
+    distances : array of float
+        Shape (N,).
+    d_head : int
+        Head width Dh, even.
+    base : float
+
+    Returns
+    -------
+    (aligned, independent) : (np.ndarray, float)
+        ``aligned`` shape (N,); ``independent`` one number.
+
+    Taught in chapter 08.
+    """
+    d_head = even_int(d_head, "d_head")
+    base = positive_float(base, "base")
+    angles = rope_angles(np.asarray(distances, dtype=float), d_head, base)  # (N, Dh/2)
+    aligned = 2.0 * np.cos(angles).sum(axis=-1)  # (N,)
+    return aligned, float(np.sqrt(2.0 * d_head / np.pi))

@@ -201,7 +201,7 @@ def ch06_toeplitz() -> Headline:
     shown = " ".join(f"{v:.3f}" for v in by_offset)
     offsets = ", ".join(str(k) for k in CH06_OFFSETS)
     return Headline(6, {"対角線の中の幅": spread, "内積": by_offset},
-                    shown, f"PE(m)·PE(n)、m − n = {offsets}（d_model = {CH06_D_MODEL}）")
+                    shown, f"PE(pos)·PE(pos′)、pos − pos′ = {offsets}（d_model = {CH06_D_MODEL}）")
 
 
 def ch07_unused_rows() -> Headline:
@@ -249,9 +249,9 @@ def ch09_unseen_pairs() -> Headline:
     pi = {s: int(angle_coverage("PI", s).unseen.sum()) for s in CH09_SCALES}
     n_pairs = angle_coverage("外挿", 1).theta.size
     scales = ", ".join(str(s) for s in CH09_SCALES)
-    return Headline(9, {"外挿": plain, "PI": pi, "対の数": n_pairs},
+    return Headline(9, {"外挿": plain, "PI": pi, "ペアの数": n_pairs},
                     f"{plain[CH09_SCALES[0]]} / {n_pairs} → {pi[CH09_SCALES[0]]}",
-                    f"見たことのない角度に出る対（外挿 → PI、s = {scales}）")
+                    f"見たことのない角度に出るペア（外挿 → PI、s = {scales}）")
 
 
 class LengthStudy(NamedTuple):
@@ -324,7 +324,7 @@ def first_layer_weights(params: dict, config: ModelConfig, tokens: np.ndarray,
     The model of :mod:`attnlab.model` always numbers a row ``0 … T−1``; here the same
     arithmetic takes any positions: the sinusoidal or learned rows of those positions
     are added to the embeddings, RoPE turns q and k by their angles, ALiBi adds
-    −m_h·|p_i − p_j|. At ``positions = 0 … T−1`` it equals ``forward(…).attn[0]``.
+    −a_ℓ·|p_i − p_j| (head ℓ). At ``positions = 0 … T−1`` it equals ``forward(…).attn[0]``.
 
     Parameters
     ----------

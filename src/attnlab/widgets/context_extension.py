@@ -62,8 +62,8 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
     for method, colour in METHOD_COLOURS.items():
         ax_turns.plot([], [], color=colour, marker="o", markersize=3, label=method)
     ax_turns.set(yscale="log", ylim=(1e-3, 1e6), xlim=(-0.5, pairs[-1] + 0.5),
-                 xlabel="対の番号 i（右ほど低周波）", ylabel="角度の幅（周）",
-                 title="各対が回る角度")
+                 xlabel="ペアの番号 i（右ほど低周波）", ylabel="角度の幅（周）",
+                 title="各ペアが回る角度")
     ax_turns.legend(loc="upper right", ncols=2)
 
     ax_res.axhline(1.0, color=GREY, linestyle=":", linewidth=1, label="訓練と同じ")
@@ -71,7 +71,7 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
                                 linestyle="--", linewidth=1, label="1/s")
     (resolution,) = ax_res.plot(pairs, np.ones(len(pairs)), marker="o", markersize=3)
     ax_res.set(ylim=(0, 1.3), xlim=(-0.5, pairs[-1] + 0.5),
-               xlabel="対の番号 i（右ほど低周波）", ylabel=r"$\theta'_i \,/\, \theta_i$",
+               xlabel="ペアの番号 i（右ほど低周波）", ylabel=r"$\theta'_i \,/\, \theta_i$",
                title="隣り合う位置の角度の差（訓練 = 1）")
     ax_res.legend(loc="upper right", ncols=2)
     changing = [heading, target, unseen, one_over_s, resolution]
@@ -86,7 +86,7 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
                            f"（スコア {cov.attention_factor ** 2:.3f} 倍）")
         heading.set_text(
             f"{method}、s = {scale}：訓練 {EXTENSION_TRAIN_LEN} 位置 → {long_len} 位置"
-            f"{temperature}\n見たことのない角度に出る対: {int(cov.unseen.sum())} / {len(pairs)}")
+            f"{temperature}\n見たことのない角度に出るペア: {int(cov.unseen.sum())} / {len(pairs)}")
         target.set_ydata(cov.target_max / (2 * np.pi))
         target.set_color(colour)
         unseen.set_data(pairs[cov.unseen], cov.target_max[cov.unseen] / (2 * np.pi))

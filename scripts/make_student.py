@@ -269,6 +269,11 @@ def run_student_notebook(path: Path, stubbed: list[str]) -> list[str]:
                             for out in cell.outputs)
             if "未実装" not in shown:
                 problems.append(f"自己チェックが「未実装」と表示しません：{cell.source[:80]!r}")
+            values = [out.data.get("text/plain", "") for out in cell.outputs
+                      if out.output_type == "execute_result"]
+            if values:  # e.g. a bare False under the verdict's line
+                problems.append(f"自己チェックの行のあとに返り値 {values[0]!r} が表示されます："
+                                f"{cell.source[:80]!r}")
     return problems
 
 

@@ -1,7 +1,9 @@
 """attnlab.checks: each typical wrong answer gets its diagnosis; nothing escapes a check."""
 
+import builtins
 import contextlib
 import io
+import sys
 
 import numpy as np
 import pytest
@@ -322,9 +324,13 @@ def ipython():
 
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
+    main, names = sys.modules["__main__"], set(vars(builtins))
     shell = InteractiveShell.instance(config=config)
     yield shell
     InteractiveShell.clear_instance()
+    sys.modules["__main__"] = main  # the shell made its namespace the __main__ module
+    for name in set(vars(builtins)) - names:  # and added display, __IPYTHON__
+        delattr(builtins, name)
 
 
 def test_an_exception_names_the_cell_and_line_of_the_students_code(capsys, ipython):

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
-from scripts.book import ROOT, read_config
+from scripts.book import BODY_COLUMNS, ROOT, display_width, read_config
 from scripts.instructor_page import citation_markdown
 from scripts.make_student import CODE_LICENCE_URL, CONTENT_LICENCE_URL, LICENCE_LINE, NOTE
 from scripts.publish import pages_url
@@ -124,5 +124,9 @@ def test_the_instructor_page_shows_the_citation_from_the_cff(cff):
     assert f"  url    = {{{cff['repository-code']}}},\n" in bibtex
     assert f"  note   = {{バージョン {cff['version']}}},\n" in bibtex
     assert bibtex.count("{") == bibtex.count("}")
-    assert f"{CONFIG['author']}（{cff['date-released'].year}）『{cff['title']}』" in text
-    assert CONTENT_LICENCE_URL in text and CODE_LICENCE_URL in text and "LICENSE" in text
+    assert f"{CONFIG['author']}（{cff['date-released'].year}）『{cff['title']}』\n" in text
+    assert f"\n{cff['repository-code']}\nCC BY 4.0（{CONTENT_LICENCE_URL}）\n" in text
+    assert CODE_LICENCE_URL in text and "`LICENSE`" in text
+    blocks = re.findall(r"```\w+\n(.*?)```", text, re.DOTALL)
+    assert len(blocks) == 3 and all(display_width(line) <= BODY_COLUMNS
+                                    for block in blocks for line in block.splitlines())

@@ -18,8 +18,8 @@ import jsonschema
 import pytest
 import yaml
 
+from book_ext.instructor_page import citation_markdown
 from scripts.book import BODY_COLUMNS, ROOT, display_width, read_config
-from scripts.instructor_page import citation_markdown
 from scripts.make_student import CODE_LICENCE_URL, CONTENT_LICENCE_URL, LICENCE_LINE, NOTE
 from scripts.publish import pages_url
 

@@ -4,6 +4,8 @@ Each check raises ``ValueError`` with a Japanese message that names the argument
 its value, so a learner sees what to change rather than a numpy traceback.
 """
 
+from collections.abc import Iterable
+
 import numpy as np
 
 
@@ -76,8 +78,9 @@ def at_least_2d(x: np.ndarray, name: str, axes: str) -> np.ndarray:
     return x
 
 
-def choice(value, name: str, allowed: tuple[str, ...]) -> str:
-    """``value`` if it is one of ``allowed``, else a ValueError listing them."""
+def choice(value, name: str, allowed: Iterable):
+    """``value`` if it is one of ``allowed`` (a tuple, or a dict's keys), else a ValueError
+    naming the argument and listing the allowed values."""
     if value not in allowed:
         options = " / ".join(repr(a) for a in allowed)
         raise ValueError(f"{name}={value!r} は使えません: {options} のどれかを指定してください")

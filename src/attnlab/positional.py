@@ -63,7 +63,7 @@ def sinusoidal_encoding(
     np.ndarray
         Shape (T, D).
 
-    Taught in chapter 05.
+    Taught in chapter 06.
     """
     seq_len = positive_int(seq_len, "seq_len")
     d_model = even_int(d_model, "d_model")
@@ -103,7 +103,7 @@ def init_position_table(
     np.ndarray
         Shape (max_len, D).
 
-    Taught in chapter 05.
+    Taught in chapter 07.
     """
     max_len = positive_int(max_len, "max_len")
     d_model = positive_int(d_model, "d_model")
@@ -129,7 +129,7 @@ def lookup_positions(table: np.ndarray, positions) -> np.ndarray:
         includes negative positions, which plain numpy indexing would silently count
         from the end of the table.
 
-    Taught in chapter 05.
+    Taught in chapter 07.
     """
     table = as_float_array(table, "table")
     if table.ndim != 2:
@@ -280,7 +280,7 @@ class RoPE:
     beta_fast, beta_slow : float
         YaRN's band limits in rotations over ``original_max_len`` (32 and 1 for LLaMA).
 
-    Taught in chapter 05.
+    Taught in chapter 08.
     """
 
     base: float = 10000.0

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import generator, positive_int
+from attnlab._validate import choice, generator, positive_int
 from attnlab.model import ModelConfig, check_config, forward
 from attnlab.training import train
 
@@ -88,8 +88,7 @@ def length_config(kind: str, train_len: int = LENGTH_TRAIN_LEN, *,
 
     Taught in chapter 10.
     """
-    if kind not in TRAINED_KINDS:
-        raise ValueError(f"kind={kind!r} は {tuple(TRAINED_KINDS)} のどれかにしてください")
+    choice(kind, "kind", TRAINED_KINDS)
     train_len = positive_int(train_len, "train_len")
     table_factor = positive_int(table_factor, "table_factor")
     return ModelConfig(**LENGTH_MODEL, max_len=table_factor * train_len,
@@ -302,8 +301,7 @@ def finetune_comparison(runs: dict, task, factor: int,
 
     Taught in chapter 10.
     """
-    if factor not in FINETUNE_SETTINGS:
-        raise ValueError(f"factor={factor!r} は {tuple(FINETUNE_SETTINGS)} のどれかにしてください")
+    choice(factor, "factor", FINETUNE_SETTINGS)
     setting = FINETUNE_SETTINGS[factor]
     length = factor * train_len
     config = length_config("RoPE", train_len)

@@ -23,8 +23,14 @@ import numpy as np
 from attnlab._validate import generator, positive_int
 from attnlab.attention import causal_mask, init_mha, multi_head_attention
 from attnlab.costs import mha_cost
+from attnlab.experiments.attention_has_no_order import (
+    NO_ORDER_MODEL,
+    NO_ORDER_SEQ_LEN,
+    bag_of_tokens_ceiling,
+    train_previous_token,
+)
+from attnlab.experiments.attention_review import SHARPNESS_D_K, sharpness_samples
 from attnlab.experiments.context_extension import angle_coverage
-from attnlab.experiments.head_roles import PRESETS, format_bytes, kv_cost
 from attnlab.experiments.learned_positions import (
     LEARNED_CONFIG,
     TRAIN_LEN,
@@ -44,14 +50,8 @@ from attnlab.experiments.length_generalization import (
     method_config,
     train_kinds,
 )
-from attnlab.experiments.no_order import (
-    NO_ORDER_MODEL,
-    NO_ORDER_SEQ_LEN,
-    bag_of_tokens_ceiling,
-    train_previous_token,
-)
-from attnlab.experiments.shape_explorer import SHAPE_N_HEADS, SHAPE_SEQ_LEN
-from attnlab.experiments.softmax_sharpness import SHARPNESS_D_K, sharpness_samples
+from attnlab.experiments.split_and_concat import SHAPE_N_HEADS, SHAPE_SEQ_LEN
+from attnlab.experiments.what_heads_capture import PRESETS, format_bytes, kv_cost
 from attnlab.experiments.why_heads import heads_output, value_coefficients
 from attnlab.model import ModelConfig, forward, init_params, layer_weights, param_shapes
 from attnlab.positional import (

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import generator, positive_int
+from attnlab._validate import choice, generator, positive_int
 from attnlab.attention import softmax
 from attnlab.model import ModelConfig, forward
 from attnlab.tasks import Batch, TwoPositions
@@ -264,8 +264,7 @@ def runs_by_heads(runs: list[HeadRun], field: str) -> dict[int, np.ndarray]:
 
     Taught in chapter 02.
     """
-    if field not in HeadRun._fields:
-        raise ValueError(f"field={field!r} は {HeadRun._fields} のどれかにしてください")
+    choice(field, "field", HeadRun._fields)
     grouped: dict[int, list] = {}
     for run in runs:
         grouped.setdefault(run.n_heads, []).append(getattr(run, field))

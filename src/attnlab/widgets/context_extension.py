@@ -2,7 +2,6 @@
 
 from collections.abc import Callable
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -22,7 +21,12 @@ from attnlab.plotting import (
     VERMILLION,
     new_figure,
 )
-from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
+from attnlab.widgets.core import (
+    InteractiveFigure,
+    interactive_figure,
+    register_widget,
+    toggle,
+)
 
 #: One colour per method, the same in the chapter's figures.
 METHOD_COLOURS = {"外挿": VERMILLION, "PI": BLUE, "NTK": BLUISH_GREEN, "YaRN": REDDISH_PURPLE}
@@ -101,9 +105,7 @@ def context_extension_widget() -> InteractiveFigure:
     Taught in chapter 09.
     """
     controls = {
-        "method": widgets.ToggleButtons(options=list(EXTENSION_METHODS), value="外挿",
-                                        description="方法", style={"button_width": "auto"}),
-        "scale": widgets.ToggleButtons(options=list(EXTENSION_SCALES), value=2,
-                                       description="s", style={"button_width": "auto"}),
+        "method": toggle(EXTENSION_METHODS, "外挿", "方法"),
+        "scale": toggle(EXTENSION_SCALES, 2, "s"),
     }
     return interactive_figure(context_extension_plot, controls, title="コンテキスト拡張")

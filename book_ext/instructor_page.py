@@ -28,7 +28,7 @@ directive ``course-table``; ``book/instructor.md`` uses it four times::
 Every notebook, ``_config.yml`` and ``CITATION.cff`` are recorded as dependencies of the
 page, so an incremental build regenerates it when one of them changes.
 
-Usage: python -m scripts.instructor_page   prints the generated Markdown.
+Usage: python -m book_ext.instructor_page   prints the generated Markdown.
 """
 
 import math

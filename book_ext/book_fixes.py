@@ -1,7 +1,7 @@
 """Two small fixes of the built HTML, each for an error a reader's browser console shows.
 
 A local Sphinx extension (``_config.yml`` → ``sphinx.local_extensions``); found by
-``make test-browser`` (scripts/browser_test.py), which fails on any console error.
+``make test-browser`` (tests/e2e/browser_test.py), which fails on any console error.
 
 1. sphinx-thebe 0.3.1 adds its inline configuration script (``const THEBE_JS_URL = …``)
    in ``env-before-read-docs``, after the HTML builder has copied the registered scripts,

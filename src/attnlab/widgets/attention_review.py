@@ -2,19 +2,24 @@
 
 from collections.abc import Callable
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from attnlab.experiments.softmax_sharpness import (
+from attnlab.experiments.attention_review import (
     SHARPNESS_D_K,
     SHARPNESS_N_KEYS,
     SHARPNESS_TRIALS,
     sharpness_samples,
 )
 from attnlab.plotting import BLACK, BLUE, GREY, VERMILLION, new_figure
-from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
+from attnlab.widgets.core import (
+    InteractiveFigure,
+    interactive_figure,
+    register_widget,
+    slider,
+    toggle,
+)
 
 _BINS = np.linspace(0.0, 1.0, 21)  # histogram bins of the largest weight
 
@@ -87,13 +92,8 @@ def softmax_sharpness_widget() -> InteractiveFigure:
     Taught in chapter 01.
     """
     controls = {
-        "d_k": widgets.SelectionSlider(options=list(SHARPNESS_D_K), value=256,
-                                       description="d_k"),
-        "scaled": widgets.ToggleButtons(options=[("割らない", False), ("√d_k で割る", True)],
-                                        value=False, description="スケーリング",
-                                        style={"button_width": "auto"}),
-        "n_keys": widgets.ToggleButtons(options=list(SHARPNESS_N_KEYS), value=16,
-                                        description="キーの数",
-                                        style={"button_width": "auto"}),
+        "d_k": slider(SHARPNESS_D_K, 256, "d_k"),
+        "scaled": toggle([("割らない", False), ("√d_k で割る", True)], False, "スケーリング"),
+        "n_keys": toggle(SHARPNESS_N_KEYS, 16, "キーの数"),
     }
     return interactive_figure(softmax_sharpness_plot, controls, title="softmax の鋭さ")

@@ -12,7 +12,7 @@ from itertools import product
 import numpy as np
 
 from attnlab.checks.core import Mistake, Raised, call_student, checker, raised_message
-from attnlab.experiments.no_order import order_blind_ceiling
+from attnlab.experiments.attention_has_no_order import order_blind_ceiling
 from attnlab.tasks import PreviousToken
 
 _DIAGNOSES = {

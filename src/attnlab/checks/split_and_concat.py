@@ -1,6 +1,6 @@
 """Chapter 03's self-checks: ``my_split_heads`` and ``my_multi_head_attention``.
 
-As in :mod:`attnlab.checks.attention`, the diagnosis is computed: the check builds what
+As in :mod:`attnlab.checks.attention_review`, the diagnosis is computed: the check builds what
 each typical mistake returns (with the reference functions) and says which one the
 answer matches.
 """

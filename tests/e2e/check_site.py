@@ -1,6 +1,6 @@
 """Check the built HTML book: what `jupyter-book build -W` does not check by itself.
 
-Usage: python -m scripts.check_site [_build/html]
+Usage: python -m tests.e2e.check_site [_build/html]
 
 - every page declares ``<html lang="ja">``;
 - every page listed in ``_toc.yml`` was built;

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attnlab.experiments.head_roles import (
+from attnlab.experiments.what_heads_capture import (
     CONFIG,
     PRESETS,
     Preset,

@@ -8,7 +8,7 @@ import pytest
 from attnlab import MHAWeights, init_mha, merge_heads, split_heads
 from attnlab.attention import scaled_dot_product_attention
 from attnlab.costs import mha_cost
-from attnlab.experiments.shape_explorer import (
+from attnlab.experiments.split_and_concat import (
     SHAPE_D_MODELS,
     SHAPE_N_HEADS,
     mha_stages,

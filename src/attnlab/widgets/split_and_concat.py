@@ -2,20 +2,25 @@
 
 from collections.abc import Callable
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from attnlab.experiments.shape_explorer import (
+from attnlab.experiments.split_and_concat import (
     SHAPE_D_MODELS,
     SHAPE_N_HEADS,
     SHAPE_SEQ_LEN,
     mha_stages,
 )
 from attnlab.plotting import BLACK, BLUE, GREY, SKY_BLUE, VERMILLION, new_figure
-from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
+from attnlab.widgets.core import (
+    InteractiveFigure,
+    dropdown,
+    interactive_figure,
+    register_widget,
+    slider,
+)
 
 #: What each stage's shape means, in the symbols of the text (same order as mha_stages).
 _SYMBOLS = ("(T, d_model)", "(T, d_model) ×3", "(h, T, d_k) ×3", "(h, T, T)", "(h, T, d_k)",
@@ -150,9 +155,7 @@ def shape_explorer_widget() -> InteractiveFigure:
     Taught in chapter 03.
     """
     controls = {
-        "d_model": widgets.Dropdown(options=list(SHAPE_D_MODELS), value=512,
-                                    description="d_model"),
-        "n_heads": widgets.SelectionSlider(options=list(SHAPE_N_HEADS), value=8,
-                                           description="ヘッド数 h"),
+        "d_model": dropdown(SHAPE_D_MODELS, 512, "d_model"),
+        "n_heads": slider(SHAPE_N_HEADS, 8, "ヘッド数 h"),
     }
     return interactive_figure(shape_explorer_plot, controls, title="形の探検")

@@ -2,7 +2,6 @@
 
 from collections.abc import Callable
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -14,7 +13,13 @@ from attnlab.experiments.rope import (
     rope_pair_plane,
 )
 from attnlab.plotting import BLACK, BLUE, GREY, VERMILLION, WEIGHT_CMAP, new_figure
-from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
+from attnlab.widgets.core import (
+    InteractiveFigure,
+    interactive_figure,
+    register_widget,
+    slider,
+    toggle,
+)
 
 _PLANES = {pair: rope_pair_plane(pair) for pair in ROPE_DEMO_PAIRS}
 _LIMIT = 1.7  # the demo pairs have length ≤ 1.5
@@ -111,12 +116,8 @@ def rope_rotation_widget() -> InteractiveFigure:
     """
     positions = list(range(ROPE_DEMO_POSITIONS))
     controls = {
-        "m": widgets.SelectionSlider(options=positions, value=5,
-                                     description="クエリの位置 m"),
-        "n": widgets.SelectionSlider(options=positions, value=2,
-                                     description="キーの位置 n"),
-        "pair": widgets.ToggleButtons(options=list(ROPE_DEMO_PAIRS), value=0,
-                                      description="ペア i",
-                                      style={"button_width": "auto"}),
+        "m": slider(positions, 5, "クエリの位置 m"),
+        "n": slider(positions, 2, "キーの位置 n"),
+        "pair": toggle(ROPE_DEMO_PAIRS, 0, "ペア i"),
     }
     return interactive_figure(rope_rotation_plot, controls, title="RoPE の回転")

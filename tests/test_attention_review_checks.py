@@ -1,4 +1,6 @@
-"""attnlab.checks: each typical wrong answer gets its diagnosis; nothing escapes a check."""
+"""Chapter 01's self-check check_attention: each typical wrong answer gets its diagnosis;
+nothing escapes a check. The machinery of attnlab.checks.core (call_student,
+returned_array, checker) is tested here through it."""
 
 import builtins
 import contextlib
@@ -233,7 +235,7 @@ def test_a_bug_inside_a_check_is_reported_in_one_line(capsys):
     assert check_broken(lambda: None).passed is False
     text = capsys.readouterr().out
     assert "ZeroDivisionError" in text and "Traceback" not in text
-    assert "check_broken" not in CHECKS  # only the package's topic modules are collected
+    assert "check_broken" not in CHECKS  # only the checks attnlab/checks/__init__.py lists
 
 
 _ANYTHING = st.recursive(

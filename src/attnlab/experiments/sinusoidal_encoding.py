@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from attnlab._validate import choice
 from attnlab.model import ModelConfig, check_config, run_layers
 from attnlab.positional import sinusoidal_encoding
 
@@ -40,8 +41,7 @@ def explorer_state(pos: int, d_model: int) -> tuple[np.ndarray, np.ndarray]:
     """
     if pos not in EXPLORER_POSITIONS:
         raise ValueError(f"pos={pos!r} は 0 〜 {EXPLORER_POSITIONS[-1]} の整数にしてください")
-    if d_model not in EXPLORER_D_MODEL:
-        raise ValueError(f"d_model={d_model!r} は {EXPLORER_D_MODEL} のどれかにしてください")
+    choice(d_model, "d_model", EXPLORER_D_MODEL)
     pe = sinusoidal_encoding(EXPLORER_SEQ_LEN, d_model)  # (T, D)
     return pe[pos], pe @ pe[pos]  # (D,), (T,)
 

@@ -2,18 +2,23 @@
 
 from collections.abc import Callable
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from attnlab.experiments.sinusoidal import (
+from attnlab.experiments.sinusoidal_encoding import (
     EXPLORER_D_MODEL,
     EXPLORER_POSITIONS,
     EXPLORER_SEQ_LEN,
     explorer_state,
 )
 from attnlab.plotting import BLACK, BLUE, GREY, VERMILLION, new_figure
-from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
+from attnlab.widgets.core import (
+    InteractiveFigure,
+    interactive_figure,
+    register_widget,
+    slider,
+    toggle,
+)
 
 
 def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
@@ -77,11 +82,8 @@ def sinusoidal_explorer_widget() -> InteractiveFigure:
     Taught in chapter 06.
     """
     controls = {
-        "pos": widgets.SelectionSlider(options=list(EXPLORER_POSITIONS), value=5,
-                                       description="位置 pos"),
-        "d_model": widgets.ToggleButtons(options=list(EXPLORER_D_MODEL), value=64,
-                                         description="d_model",
-                                         style={"button_width": "auto"}),
+        "pos": slider(EXPLORER_POSITIONS, 5, "位置 pos"),
+        "d_model": toggle(EXPLORER_D_MODEL, 64, "d_model"),
     }
     return interactive_figure(sinusoidal_explorer_plot, controls,
                               title="正弦波位置エンコーディングの探検")

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnlab.checks import check_add_positional_encoding, check_sinusoidal_encoding
-from attnlab.experiments.sinusoidal import (
+from attnlab.experiments.sinusoidal_encoding import (
     EXPLORER_D_MODEL,
     EXPLORER_POSITIONS,
     EXPLORER_SEQ_LEN,

@@ -1,14 +1,87 @@
-"""Chapter 04's live figure: how many K/V heads, and what the KV cache costs."""
+"""Chapter 04's live figures: pick a head of the trained model and see its map and scores;
+choose how many K/V heads and see what the KV cache costs."""
 
 from collections.abc import Callable
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from attnlab.experiments.head_roles import PRESETS, format_bytes, kv_cost, kv_divisors
-from attnlab.plotting import BLACK, GREY, VERMILLION, new_figure
-from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
+from attnlab.experiments.what_heads_capture import (
+    CONFIG,
+    EXAMPLE_PERIODS,
+    PRESETS,
+    SEEDS,
+    format_bytes,
+    head_map,
+    kv_cost,
+    kv_divisors,
+    trained_model,
+)
+from attnlab.head_roles import induction_mask
+from attnlab.plotting import BLACK, GREY, VERMILLION, WEIGHT_CMAP, new_figure
+from attnlab.widgets.core import (
+    InteractiveFigure,
+    dropdown,
+    interactive_figure,
+    register_widget,
+    toggle,
+)
+
+_T = 32
+_TICKS = np.arange(0, _T, 4)
+
+
+def head_picker_plot() -> tuple[Figure, Callable[..., list]]:
+    """One head's attention weights on one example; dots mark the induction targets.
+
+    Returns
+    -------
+    fig : Figure
+    update : callable
+        ``update(layer=1, head=0, example=0)`` draws that state.
+
+    Not taught: the picture of :func:`head_picker_widget`.
+    """
+    trained_model(SEEDS[0])  # train once (cached) before the first update is timed
+    fig, ax = new_figure((6.4, 4.6), margins={"left": 0.1, "right": 0.92, "bottom": 0.15,
+                                               "top": 0.86})
+    image = ax.imshow(np.zeros((_T, _T)), cmap=WEIGHT_CMAP, vmin=0.0, vmax=1.0)
+    targets = ax.scatter([], [], s=8, color="white", edgecolors="black", linewidths=0.4,
+                         label="誘導の的（前の出現の次の位置）")
+    colourbar = fig.colorbar(image, ax=ax, shrink=0.85, pad=0.02)
+    colourbar.set_label("重み")
+    ax.set_xticks(_TICKS)
+    ax.set_yticks(_TICKS)
+    ax.set(xlabel="キーの位置 j", ylabel="クエリの位置 i")
+    fig.legend(handles=[targets], loc="lower right", frameon=False)
+    heading = fig.suptitle("", fontsize=11)
+
+    def update(layer: int = 1, head: int = 0, example: int = 0) -> list:
+        result = head_map(layer, head, example)
+        image.set_data(result.weights)
+        rows, cols = np.nonzero(induction_mask(result.tokens[None])[0])
+        targets.set_offsets(np.column_stack([cols, rows]) if rows.size else np.empty((0, 2)))
+        heading.set_text(
+            f"層 {layer}・ヘッド {head}、例 {example}（周期 {EXAMPLE_PERIODS[example]}）\n"
+            f"直前トークン指標 {result.previous:.2f}、誘導指標 {result.induction:.2f}")
+        return [image, targets, heading]
+
+    return fig, update
+
+
+@register_widget("head_picker")
+def head_picker_widget() -> InteractiveFigure:
+    """Live figure: layer, head and example of the chapter's trained model.
+
+    Taught in chapter 04.
+    """
+    controls = {
+        "layer": toggle(range(CONFIG.n_layers), 1, "層"),
+        "head": toggle(range(CONFIG.n_heads), 0, "ヘッド"),
+        "example": toggle([(f"周期 {p}", i) for i, p in enumerate(EXAMPLE_PERIODS)], 0, "例"),
+    }
+    return interactive_figure(head_picker_plot, controls, title="ヘッドを選ぶ")
+
 
 #: The K/V-head choices, as a rule valid for every preset (every H is a multiple of 4).
 KV_CHOICES = {
@@ -118,11 +191,8 @@ def kv_cache_widget() -> InteractiveFigure:
     Taught in chapter 04.
     """
     controls = {
-        "preset": widgets.Dropdown(options=list(PRESETS), value="Llama 2 70B",
-                                   description="モデル"),
-        "kv": widgets.ToggleButtons(options=list(KV_CHOICES), value="公開値",
-                                    description="K/V ヘッド", style={"button_width": "auto"}),
-        "seq_len": widgets.ToggleButtons(options=list(CONTEXT_LENGTHS), value=4096,
-                                         description="文脈長", style={"button_width": "auto"}),
+        "preset": dropdown(PRESETS, "Llama 2 70B", "モデル"),
+        "kv": toggle(KV_CHOICES, "公開値", "K/V ヘッド"),
+        "seq_len": toggle(CONTEXT_LENGTHS, 4096, "文脈長"),
     }
     return interactive_figure(kv_cache_plot, controls, title="K/V ヘッドと KV キャッシュ")

@@ -1,6 +1,6 @@
 """Run every notebook with strict nbval at lower CPU levels than this machine's best.
 
-Usage: python -m scripts.portable [--levels avx2,avx,baseline] [NOTEBOOK_OR_DIR ...]
+Usage: python -m tests.e2e.portable [--levels avx2,avx,baseline] [NOTEBOOK_OR_DIR ...]
 (default: notebooks/; ``make test-portable`` runs it)
 
 numpy and OpenBLAS choose SIMD kernels by the CPU they run on, and different kernels
@@ -16,7 +16,7 @@ the notebooks as a machine with fewer CPU features would: for each level it sets
 Neither variable complains when it is ignored, so the setting is verified twice: a probe
 in a subprocess with the level's environment before nbval (to skip or stop early with a
 clear message), and the same probe inside each notebook's own kernel after its last cell,
-through this module loaded as a pytest plugin (``-p scripts.portable``). The runner fails
+through this module loaded as a pytest plugin (``-p tests.e2e.portable``). The runner fails
 when any notebook's kernel did not run at the level it asked for.
 """
 
@@ -243,7 +243,7 @@ def check_kernels(collected: list[str], probes: dict[str, dict], native: dict,
                   level: Level) -> list[str]:
     """Problems with the kernels' probes: a notebook without one fails too."""
     if not collected:
-        return ["ノートブックの記録がありません（プラグイン scripts.portable が動いていない？）"]
+        return ["ノートブックの記録がありません（プラグイン tests.e2e.portable が動いていない？）"]
     problems = []
     for notebook in collected:
         entry = probes.get(notebook)
@@ -256,7 +256,7 @@ def check_kernels(collected: list[str], probes: dict[str, dict], native: dict,
     return problems
 
 
-# --- the pytest plugin (loaded in nbval's pytest process with -p scripts.portable) ---
+# --- the pytest plugin (loaded in nbval's pytest process with -p tests.e2e.portable) ---
 
 def _record(entry: dict) -> None:
     path = os.environ.get(REPORT_ENV)
@@ -327,7 +327,7 @@ def run_level(native: dict, level: Level, paths: list[str]) -> tuple[bool, list[
         record = Path(tmp) / "kernels.jsonl"
         env[REPORT_ENV] = str(record)
         command = [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env",
-                   "-p", "scripts.portable", "-p", "no:cacheprovider", *paths]
+                   "-p", "tests.e2e.portable", "-p", "no:cacheprovider", *paths]
         passed = subprocess.run(command, cwd=ROOT, env=env).returncode == 0
         collected, probes = read_report(record)
     problems = check_kernels(collected, probes, native, level)
@@ -350,7 +350,7 @@ def select_levels(names: str) -> list[Level]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scripts.portable",
+        prog="python -m tests.e2e.portable",
         description="全ノートブックを、このマシンより低い CPU のレベルで nbval にかける")
     parser.add_argument("paths", nargs="*", default=["notebooks"],
                         help="ノートブックかフォルダー（既定: notebooks）")
@@ -389,8 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"\n失敗したレベル: {', '.join(failed)}", flush=True)
         if differ:
-            print("印刷する数値は、どのマシンでも同じになる桁だけにしてください"
-                  "（README の「章を追加するとき」）。", flush=True)
+            print("印刷する数値は、どのマシンでも同じになる桁だけにしてください（CONTRIBUTING.md"
+                  " の「印刷する数値は、どのマシンでも同じ桁だけにする」）。", flush=True)
         return 1
     if not ran:
         print("\nこのマシンでは、より低いレベルを一つも実行できませんでした。", flush=True)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attnlab.checks import check_order_blind_ceiling
-from attnlab.experiments.no_order import order_blind_ceiling
+from attnlab.experiments.attention_has_no_order import order_blind_ceiling
 
 
 def loops(tokens, loss_mask, vocab_size):

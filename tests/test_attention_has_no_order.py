@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from attnlab.experiments.no_order import (
+from attnlab.experiments.attention_has_no_order import (
     NO_ORDER_STEPS,
     bag_of_tokens_ceiling,
     no_order_config,

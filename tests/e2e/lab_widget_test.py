@@ -1,6 +1,6 @@
 """Move every live figure in JupyterLab with a kernel, in headless Chromium.
 
-Usage: python -m scripts.lab_widget_test [NOTEBOOK ...]
+Usage: python -m tests.e2e.lab_widget_test [NOTEBOOK ...]
        (default: every notebooks/*.ipynb with a cell tagged ``widget``)
 
 The static book shows only a snapshot of each live figure; this test proves that the
@@ -49,7 +49,7 @@ import nbformat
 from playwright.sync_api import sync_playwright
 
 from scripts.book import NOTEBOOKS, ROOT, all_notebooks
-from scripts.browser_test import WIDGET_TAG, japanese_context, missing_chromium
+from tests.e2e.browser_test import WIDGET_TAG, japanese_context, missing_chromium
 
 SCREENSHOTS = ROOT / "screenshots" / "lab"
 SERVER_TIMEOUT = 90  # seconds for JupyterLab to answer

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from attnlab._validate import choice
 from attnlab.attention import softmax
 
 #: Widths of q and k that the experiment (and its live figure) offers.
@@ -45,10 +46,8 @@ def sharpness_samples(d_k: int, scaled: bool, n_keys: int) -> tuple[np.ndarray, 
 
     Taught in chapter 01.
     """
-    if d_k not in SHARPNESS_D_K:
-        raise ValueError(f"d_k={d_k!r} は {SHARPNESS_D_K} のどれかにしてください")
-    if n_keys not in SHARPNESS_N_KEYS:
-        raise ValueError(f"n_keys={n_keys!r} は {SHARPNESS_N_KEYS} のどれかにしてください")
+    choice(d_k, "d_k", SHARPNESS_D_K)
+    choice(n_keys, "n_keys", SHARPNESS_N_KEYS)
     rng = np.random.default_rng([_SHARPNESS_SEED, d_k, n_keys])  # same draws for both scalings
     scale = np.sqrt(d_k) if scaled else 1.0
     q = rng.normal(size=d_k)  # (d_k,)

@@ -11,6 +11,8 @@ directive ``course-table``; ``book/instructor.md`` uses it four times::
     ```
     ```{course-table} grading
     ```
+    ```{course-table} citation
+    ```
 
 - ``exercises``: per chapter (title = the notebook's first ``# `` heading), every exercise
   with its label, kind, minutes and the first sentence of its task. The task text starts
@@ -20,9 +22,11 @@ directive ``course-table``; ``book/instructor.md`` uses it four times::
   ``repository`` and ``launch_buttons`` in ``_config.yml``.
 - ``grading``: the exercises ``make grade`` grades (``scripts/grade.py``): per chapter, each
   label with its self-check and the function it calls.
+- ``citation``: how to cite the course and how to credit its prose and figures, from
+  ``CITATION.cff`` (what GitHub's "Cite this repository" shows) and the licences.
 
-Every notebook and ``_config.yml`` are recorded as dependencies of the page, so an
-incremental build regenerates it when a chapter changes.
+Every notebook, ``_config.yml`` and ``CITATION.cff`` are recorded as dependencies of the
+page, so an incremental build regenerates it when one of them changes.
 
 Usage: python -m book_ext.instructor_page   prints the generated Markdown.
 """
@@ -204,7 +208,9 @@ def generate(part: str, root: Path = ROOT) -> str:
         return launch_markdown(chs, launch_config(root))
     if part == "grading":
         return grading_markdown(root)
-    raise ValueError(f"part={part!r} は exercises, time, launch, grading のどれかです")
+    if part == "citation":
+        return citation_markdown(root)
+    raise ValueError(f"part={part!r} は exercises, time, launch, grading, citation のどれかです")
 
 
 def grading_markdown(root: Path = ROOT) -> str:
@@ -219,6 +225,58 @@ def grading_markdown(root: Path = ROOT) -> str:
     return "\n".join(rows)
 
 
+CITATION = "CITATION.cff"
+
+
+def citation_markdown(root: Path = ROOT) -> str:
+    """How to cite the course (from ``CITATION.cff``) and to credit what is reused."""
+    import yaml
+
+    from scripts.make_student import CODE_LICENCE_URL, CONTENT_LICENCE_URL
+
+    cff = yaml.safe_load((root / CITATION).read_text(encoding="utf-8"))
+    authors = "、".join(a.get("name") or f"{a['family-names']} {a['given-names']}"
+                       for a in cff["authors"])
+    year = str(cff["date-released"])[:4]
+    title, version, url = cff["title"], cff["version"], cff["repository-code"]
+    key = f"{urlparse(url).path.strip('/').split('/')[0]}{year}"
+    # text blocks: copied as they are, the URLs whole (the theme shortens a link to
+    # GitHub to OWNER/REPO), each line within the book's code block
+    return "\n".join([
+        "リポジトリの `CITATION.cff` から作った書き方です。GitHub のリポジトリのページの"
+        "「Cite this repository」も同じファイルから、APA と BibTeX の形を示します。",
+        "",
+        "```text",
+        f"{authors}（{year}）『{title}』",
+        f"バージョン {version}。{url}",
+        "```",
+        "",
+        "```bibtex",
+        f"@misc{{{key},",
+        f"  author = {{{{{authors}}}}},",
+        f"  title  = {{{title}}},",
+        f"  year   = {{{year}}},",
+        f"  note   = {{バージョン {version}}},",
+        f"  url    = {{{url}}},",
+        "}",
+        "```",
+        "",
+        f"文章と図は [CC BY 4.0]({CONTENT_LICENCE_URL}) なので、授業のスライドや自分の教材に"
+        "使い、改変し、配布できます。そのときは、作者・題名・出典の URL・ライセンスと、"
+        "改変したならその旨を、たとえば次のように添えてください。",
+        "",
+        "```text",
+        f"出典：{authors}『{title}』",
+        url,
+        f"CC BY 4.0（{CONTENT_LICENCE_URL}）",
+        "図を一部改変。",
+        "```",
+        "",
+        f"コードは [MIT ライセンス]({CODE_LICENCE_URL})です。コードを自分のリポジトリに"
+        "写すときは、リポジトリの `LICENSE`（著作権の表示と許諾の文）も一緒に含めてください。",
+    ])
+
+
 def setup(app):
     from docutils import nodes
     from docutils.statemachine import StringList
@@ -229,7 +287,7 @@ def setup(app):
 
         def run(self):
             part = self.arguments[0]
-            for path in [*chapter_notebooks(), ROOT / CONFIG, ROOT / TOC]:
+            for path in [*chapter_notebooks(), ROOT / CONFIG, ROOT / TOC, ROOT / CITATION]:
                 self.env.note_dependency(str(path))
             try:
                 text = generate(part)
@@ -245,6 +303,6 @@ def setup(app):
 
 
 if __name__ == "__main__":
-    for name in ("exercises", "time", "launch", "grading"):
+    for name in ("exercises", "time", "launch", "grading", "citation"):
         print(f"<!-- {name} -->\n{generate(name)}\n")
     sys.exit(0)

@@ -2,9 +2,11 @@
 nothing escapes a check. The machinery of attnlab.checks.core (call_student,
 returned_array, checker) is tested here through it."""
 
+import builtins
 import contextlib
 import io
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import attnlab.attention
 from attnlab import scaled_dot_product_attention, softmax
 from attnlab.checks import (
     CHECKS,
+    CheckResult,
     Mistake,
     Raised,
     call_student,
@@ -57,11 +60,12 @@ def student_attention(*, scale="sqrt", axis=-1, mask_mode="right", form="q@k.T",
 
 
 def _verdict(capsys, func):
-    ok = check_attention(func)
+    result = check_attention(func)
     text = capsys.readouterr().out
     assert "Traceback" not in text
     assert text.count("\n") == 1, text  # one verdict line
-    return ok, text
+    assert isinstance(result, CheckResult) and text == f"{result}\n"
+    return result.passed, text
 
 
 def test_the_right_answer_passes(capsys):
@@ -232,7 +236,7 @@ def test_a_bug_inside_a_check_is_reported_in_one_line(capsys):
     def check_broken(func):
         raise ZeroDivisionError("division by zero")
 
-    assert check_broken(lambda: None) is False
+    assert check_broken(lambda: None).passed is False
     text = capsys.readouterr().out
     assert "ZeroDivisionError" in text and "Traceback" not in text
     assert "check_broken" not in CHECKS  # only the checks attnlab/checks/__init__.py lists
@@ -254,7 +258,7 @@ _ERRORS = st.sampled_from([ValueError, TypeError, IndexError, KeyError, ZeroDivi
 def test_no_return_value_makes_the_check_raise_or_pass(returned):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_attention(lambda q, k, v, mask=None: returned)
-    assert ok is False
+    assert not ok
     assert printed.getvalue().startswith("【不正解】") and "Traceback" not in printed.getvalue()
 
 
@@ -266,7 +270,7 @@ def test_no_exception_of_the_students_code_escapes_the_check(error, message):
 
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_attention(my_attention)
-    assert ok is False and error.__name__ in printed.getvalue()
+    assert not ok and error.__name__ in printed.getvalue()
 
 
 # Chapter 01's self-check against answers written only for the chapter's example, and
@@ -274,13 +278,6 @@ def test_no_exception_of_the_students_code_escapes_the_check(error, message):
 #
 # The chapter's example has T = 5 tokens, d_k = 4 and a causal mask; the hidden cases have
 # other sizes, none square and none a power of two, and a mask that is not causal.
-
-def _verdict(capsys, func):
-    ok = check_attention(func)
-    text = capsys.readouterr().out
-    assert "Traceback" not in text and text.count("\n") == 1, text
-    return ok, text
-
 
 def _attention(q, k, v, mask=None, divisor=None, causal=False):
     """A student's attention; ``divisor`` replaces √d_k, ``causal`` replaces ``mask``."""
@@ -425,3 +422,150 @@ def test_the_check_leaves_no_profile_hook_behind(capsys):
         assert sys.getprofile() is hook
     finally:
         sys.setprofile(previous)
+
+
+# ---------------------------------------------------------------------------------------
+# What a notebook shows: the check's line, nothing more (no bare True/False under it).
+
+def test_a_checks_result_shows_nothing_more_in_a_notebook(capsys):
+    """IPython shows a cell's last value with ``display_formatter.format`` (ipykernel sends
+    what it returns as ``Out[n]``): empty for a check's result, which printed its line."""
+    from IPython.core.formatters import DisplayFormatter
+
+    formatter = DisplayFormatter()
+    for func in (student_attention(), student_attention(axis=0)):
+        result = check_attention(func)
+        line = capsys.readouterr().out
+        assert formatter.format(result) == ({}, {})
+        assert capsys.readouterr().out == ""  # no second line, no True/False
+        assert line == f"{result}\n" and bool(result) is result.passed
+    assert formatter.format(True)[0] == {"text/plain": "True"}  # what it showed before
+
+
+def test_evaluate_at_the_end_of_a_cell_shows_its_line_once(capsys):
+    from IPython.core.formatters import DisplayFormatter
+
+    result = check_attention.evaluate(student_attention(scale="none"))
+    assert capsys.readouterr().out == ""  # evaluate prints nothing by itself
+    assert DisplayFormatter().format(result) == ({}, {})
+    assert capsys.readouterr().out == f"{result}\n" and "√d_k" in str(result)
+
+
+def test_a_result_is_data_whether_printed_or_not():
+    result = check_attention.evaluate(student_attention())
+    with contextlib.redirect_stdout(io.StringIO()):
+        printed = check_attention(student_attention())
+    assert printed == result and printed.printed and not result.printed
+    assert repr(printed) == repr(result) == (
+        f"CheckResult(verdict='正解', message={result.message!r})")
+
+
+# ---------------------------------------------------------------------------------------
+# An exception in the student's code: the line of the student's code, not a traceback.
+
+NAME_ERROR_CELL = """\
+import numpy as np
+
+def my_attention(q, k, v, mask=None):
+    scores = q @ k.T / np.sqrt(Dh)
+    weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+    return weights @ v, weights
+"""
+
+
+@pytest.fixture
+def ipython():
+    """An IPython shell without a kernel: cells compile as in a notebook (named, cached)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    main, names = sys.modules["__main__"], set(vars(builtins))
+    shell = InteractiveShell.instance(config=config)
+    yield shell
+    InteractiveShell.clear_instance()
+    sys.modules["__main__"] = main  # the shell made its namespace the __main__ module
+    for name in set(vars(builtins)) - names:  # and added display, __IPYTHON__
+        delattr(builtins, name)
+
+
+def test_an_exception_names_the_cell_and_line_of_the_students_code(capsys, ipython):
+    ipython.run_cell("x = 1", store_history=True)
+    ipython.run_cell(NAME_ERROR_CELL, store_history=True)  # In[2]
+    ok, text = _verdict(capsys, ipython.user_ns["my_attention"])
+    assert ok is False
+    assert ("例外 NameError: name 'Dh' is not defined が発生しました"
+            "（セル In[2] の 4 行目：scores = q @ k.T / np.sqrt(Dh)）。") in text
+
+
+def test_an_exception_inside_numpy_names_the_students_line_that_called_it(capsys, ipython):
+    ipython.run_cell("import numpy as np\n\n"
+                     "def split(x):\n"
+                     "    return np.split(x, 3, axis=-1)  # 3 does not divide d_k, numpy raises\n\n"
+                     "def my_attention(q, k, v, mask=None):\n"
+                     "    parts = split(q)\n"
+                     "    return parts, parts\n", store_history=True)
+    ok, text = _verdict(capsys, ipython.user_ns["my_attention"])
+    assert ok is False and "ValueError: array split does not result" in text
+    # the deepest line that is the student's: in split, not in numpy, not in my_attention
+    # (a long line is cut at 60 characters)
+    assert ("（セル In[1] の 4 行目：return np.split(x, 3, axis=-1)  # 3 does not divide d_k,"
+            " nu…）") in text
+
+
+def test_a_function_from_a_file_is_named_by_file_and_line(capsys, tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text(NAME_ERROR_CELL, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import mine
+
+    ok, text = _verdict(capsys, mine.my_attention)
+    assert ok is False and "（mine.py の 4 行目：scores = q @ k.T / np.sqrt(Dh)）" in text
+
+
+def test_code_without_a_file_gets_the_line_number_alone(capsys):
+    namespace = {}
+    exec(compile(NAME_ERROR_CELL, "<string>", "exec"), namespace)
+    ok, text = _verdict(capsys, namespace["my_attention"])
+    assert ok is False and "が発生しました（4 行目）。" in text
+
+
+def test_an_error_raised_by_attnlab_itself_has_no_student_line(capsys):
+    from attnlab import scaled_dot_product_attention, split_heads
+
+    def my_attention(q, k, v, mask=None):
+        return split_heads(q[None], q.shape[-1] + 1), None  # attnlab raises: not divisible
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and f"{Path(__file__).name} の" in text and "return split_heads" in text
+    result = call_student(scaled_dot_product_attention, np.ones((2, 3)), np.ones((4, 3)),
+                          np.ones((5, 3)))
+    assert isinstance(result, Raised) and result.where == ""  # no line is the student's
+
+
+def test_a_real_kernel_shows_one_line_with_the_cell_and_no_true_or_false(tmp_path):
+    """The whole path in a Jupyter kernel (nbclient): the check cell's only output is the
+    printed line, and the exception is placed in the cell as the kernel numbers it."""
+    import nbformat
+
+    from scripts.book import execute_notebook
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("from attnlab.checks import check_attention"),
+        nbformat.v4.new_code_cell(NAME_ERROR_CELL),
+        nbformat.v4.new_code_cell("check_attention(my_attention)"),
+        nbformat.v4.new_code_cell("check_attention.evaluate(my_attention)"),
+        nbformat.v4.new_code_cell("def my_attention(q, k, v, mask=None):\n"
+                                  "    raise NotImplementedError('ここを実装してください')\n\n\n"
+                                  "check_attention(my_attention)"),
+    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                "language": "python"}})
+    execute_notebook(nb, tmp_path, timeout=60)
+    outputs = [cell.outputs for cell in nb.cells]
+    assert outputs[0] == []
+    wrong = ("【不正解】my_attention: マスクなしのケースで例外 NameError: name 'Dh' is not "
+             "defined が発生しました（セル In[2] の 4 行目：scores = q @ k.T / np.sqrt(Dh)）。\n")
+    for shown in outputs[2:4]:  # the check, and evaluate as a cell's last value
+        assert [(o.output_type, o.get("text")) for o in shown] == [("stream", wrong)]
+    assert [o.output_type for o in outputs[4]] == ["stream"]
+    assert outputs[4][0].text.startswith("【未実装】")

@@ -235,4 +235,4 @@ def test_any_return_value_gives_one_line(value):
     for check in (check_yarn_inv_freq, check_ntk_scaled_base):
         with contextlib.redirect_stdout(io.StringIO()) as printed:
             ok = check(lambda *args, **kwargs: value)
-        assert ok is False and printed.getvalue().count("\n") == 1
+        assert ok.passed is False and printed.getvalue().count("\n") == 1

@@ -68,7 +68,7 @@ def recursive_lists(table, positions):
                                   take_with_raise_mode, recursive_lists, lookup_positions])
 def test_every_correct_style_passes(capsys, func):
     ok, text = _verdict(capsys, func)
-    assert ok is True and text.startswith("【正解】"), text
+    assert ok.passed is True and text.startswith("【正解】"), text
 
 
 def test_the_check_is_collected_under_its_name():
@@ -80,7 +80,7 @@ def test_the_student_edition_stub_is_reported_as_unimplemented(capsys):
         raise NotImplementedError("位置の表を引く関数を書いてください")
 
     ok, text = _verdict(capsys, my_lookup)
-    assert ok is False and text.startswith("【未実装】")
+    assert ok.passed is False and text.startswith("【未実装】")
 
 
 # --- typical mistakes ------------------------------------------------------------------------
@@ -178,7 +178,7 @@ MISTAKES = [
 @pytest.mark.parametrize("func, diagnosis", MISTAKES, ids=[f.__name__ for f, _ in MISTAKES])
 def test_each_typical_mistake_gets_its_diagnosis(capsys, func, diagnosis):
     ok, text = _verdict(capsys, func)
-    assert ok is False and text.startswith("【不正解】"), text
+    assert ok.passed is False and text.startswith("【不正解】"), text
     assert diagnosis in text, text
 
 
@@ -190,7 +190,7 @@ def test_a_clip_at_the_end_is_named_as_the_last_row(capsys):
         return table[np.minimum(p, len(table) - 1)]
 
     ok, text = _verdict(capsys, clip_only_the_end)
-    assert ok is False and "最後の行 table[7]" in text and "位置 8" in text, text
+    assert ok.passed is False and "最後の行 table[7]" in text and "位置 8" in text, text
 
 
 def test_wrapping_past_the_end_is_named(capsys):
@@ -201,7 +201,7 @@ def test_wrapping_past_the_end_is_named(capsys):
         return table[p % len(table)]
 
     ok, text = _verdict(capsys, wrap_only_the_end)
-    assert ok is False and "割った余りの行" in text, text
+    assert ok.passed is False and "割った余りの行" in text, text
 
 
 def test_zeros_for_an_outside_position_are_told_to_raise(capsys):
@@ -213,7 +213,7 @@ def test_zeros_for_an_outside_position_are_told_to_raise(capsys):
         return rows
 
     ok, text = _verdict(capsys, zero_row)
-    assert ok is False and "負の位置でエラーが出ません" in text, text
+    assert ok.passed is False and "負の位置でエラーが出ません" in text, text
 
 
 def test_the_checks_inputs_survive_a_function_that_modifies_them(capsys):
@@ -222,7 +222,7 @@ def test_the_checks_inputs_survive_a_function_that_modifies_them(capsys):
         table[:] = 0.0
         return rows
 
-    assert _verdict(capsys, my_lookup)[0] is True
+    assert _verdict(capsys, my_lookup)[0].passed is True
 
 
 _ANYTHING = st.recursive(
@@ -241,7 +241,7 @@ _ERRORS = st.sampled_from([ValueError, TypeError, IndexError, KeyError, ZeroDivi
 def test_no_return_value_makes_the_check_raise_or_pass(returned):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_position_lookup(lambda table, positions: returned)
-    assert ok is False
+    assert ok.passed is False
     assert printed.getvalue().startswith("【不正解】") and "Traceback" not in printed.getvalue()
 
 
@@ -253,4 +253,4 @@ def test_no_exception_of_the_students_code_escapes_the_check(error, message):
 
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_position_lookup(my_lookup)
-    assert ok is False and error.__name__ in printed.getvalue()
+    assert ok.passed is False and error.__name__ in printed.getvalue()

@@ -112,7 +112,7 @@ CORRECT = {
 @pytest.mark.parametrize("func", CORRECT.values(), ids=CORRECT.keys())
 def test_every_correct_style_passes(capsys, func):
     ok, text = _verdict(capsys, func)
-    assert ok is True and text.startswith("【正解】"), text
+    assert ok.passed is True and text.startswith("【正解】"), text
 
 
 def test_the_success_line_fits_a_folded_solution(capsys):
@@ -154,7 +154,7 @@ REFERENCE_ANSWERS = {
 @pytest.mark.parametrize("func, name", REFERENCE_ANSWERS.values(), ids=REFERENCE_ANSWERS.keys())
 def test_the_package_functions_are_refused(capsys, func, name):
     ok, text = _verdict(capsys, func)
-    assert ok is False and f"attnlab の {name} を使っています" in text, text
+    assert ok.passed is False and f"attnlab の {name} を使っています" in text, text
 
 
 def test_an_answer_right_only_for_the_chapters_example_fails(capsys):
@@ -167,7 +167,7 @@ def test_an_answer_right_only_for_the_chapters_example_fails(capsys):
         return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
 
     ok, text = _verdict(capsys, my_apply_rope)
-    assert ok is False, text
+    assert ok.passed is False, text
 
 
 def test_the_student_edition_stub_is_reported_as_unimplemented(capsys):
@@ -175,7 +175,7 @@ def test_the_student_edition_stub_is_reported_as_unimplemented(capsys):
         raise NotImplementedError("ここを実装してください")
 
     ok, text = _verdict(capsys, my_apply_rope)
-    assert ok is False and text.startswith("【未実装】")
+    assert ok.passed is False and text.startswith("【未実装】")
 
 
 # --- the typical mistakes ---------------------------------------------------------------
@@ -197,7 +197,7 @@ WRONG = {
 @pytest.mark.parametrize("mistakes, diagnosis", WRONG.values(), ids=WRONG.keys())
 def test_each_typical_mistake_gets_its_diagnosis(capsys, mistakes, diagnosis):
     ok, text = _verdict(capsys, student_rope(**mistakes))
-    assert ok is False
+    assert ok.passed is False
     assert text.startswith("【不正解】my_apply_rope: "), text
     assert diagnosis in text, text
 
@@ -209,7 +209,7 @@ def test_the_split_halves_mistake_is_only_one_diagnosis(capsys):
 
 def test_returning_x_unrotated_is_named(capsys):
     ok, text = _verdict(capsys, lambda x, positions, base=10000.0: x)
-    assert ok is False and "x がそのまま返っています" in text
+    assert ok.passed is False and "x がそのまま返っています" in text
 
 
 def test_a_rotation_that_changes_lengths_is_named(capsys):
@@ -217,7 +217,7 @@ def test_a_rotation_that_changes_lengths_is_named(capsys):
         return 2.0 * student_rope()(x, positions, base)
 
     ok, text = _verdict(capsys, my_apply_rope)
-    assert ok is False and "ノルム" in text
+    assert ok.passed is False and "ノルム" in text
 
 
 def test_a_function_without_base_is_told_to_add_it(capsys):
@@ -225,12 +225,12 @@ def test_a_function_without_base_is_told_to_add_it(capsys):
         return student_rope()(x, positions)
 
     ok, text = _verdict(capsys, my_apply_rope)
-    assert ok is False and "TypeError" in text and "base=10000.0" in text
+    assert ok.passed is False and "TypeError" in text and "base=10000.0" in text
 
 
 def test_a_wrong_shape_is_explained(capsys):
     ok, text = _verdict(capsys, lambda x, positions, base=10000.0: x[:, :2])
-    assert ok is False and "形" in text
+    assert ok.passed is False and "形" in text
 
 
 def test_the_checks_inputs_survive_a_function_that_modifies_them(capsys):
@@ -240,7 +240,7 @@ def test_the_checks_inputs_survive_a_function_that_modifies_them(capsys):
         positions[:] = 0
         return out
 
-    assert _verdict(capsys, my_apply_rope)[0] is True
+    assert _verdict(capsys, my_apply_rope)[0].passed is True
 
 
 _ANYTHING = st.recursive(
@@ -257,7 +257,7 @@ _ANYTHING = st.recursive(
 def test_no_return_value_makes_the_check_raise_or_pass(returned):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_apply_rope(lambda x, positions, base=10000.0: returned)
-    assert ok is False
+    assert ok.passed is False
     assert printed.getvalue().startswith("【不正解】") and "Traceback" not in printed.getvalue()
 
 
@@ -270,7 +270,7 @@ def test_no_exception_of_the_students_code_escapes_the_check(error, message):
 
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_apply_rope(my_apply_rope)
-    assert ok is False and error.__name__ in printed.getvalue()
+    assert ok.passed is False and error.__name__ in printed.getvalue()
 
 
 # --- check_half_layout: an adjacent-pair checkpoint converted to rotate_half -------------
@@ -323,7 +323,7 @@ def convert_by_loops(params, n_heads, n_kv_heads):
 def test_correct_conversions_pass(capsys, func):
     ok = check_half_layout(func)
     text = capsys.readouterr().out
-    assert ok is True and text.startswith("【正解】"), text
+    assert ok.passed is True and text.startswith("【正解】"), text
     assert display_width(text.rstrip("\n").replace(func.__name__, "my_to_half_layout"))\
         <= SOLUTION_COLUMNS
 
@@ -368,7 +368,7 @@ CONVERSION_MISTAKES = {
 def test_each_conversion_mistake_is_diagnosed(capsys, func, diagnosis):
     ok = check_half_layout(func)
     text = capsys.readouterr().out
-    assert ok is False and diagnosis in text, text
+    assert ok.passed is False and diagnosis in text, text
     assert text.count("\n") == 1 and "Traceback" not in text
 
 
@@ -378,7 +378,7 @@ def test_w_k_with_the_query_head_count_is_explained(capsys):
 
     ok = check_half_layout(my_to_half_layout)
     text = capsys.readouterr().out
-    assert ok is False and "GQA" in text, text
+    assert ok.passed is False and "GQA" in text, text
 
 
 def test_changing_the_callers_checkpoint_is_named(capsys):
@@ -389,7 +389,7 @@ def test_changing_the_callers_checkpoint_is_named(capsys):
 
     ok = check_half_layout(my_to_half_layout)
     text = capsys.readouterr().out
-    assert ok is False and "書き換えています" in text, text
+    assert ok.passed is False and "書き換えています" in text, text
 
 
 def test_an_answer_for_the_chapters_model_only_fails(capsys):
@@ -403,7 +403,7 @@ def test_an_answer_for_the_chapters_model_only_fails(capsys):
                                         for h in range(w.shape[1] // 8)], axis=1)
         return out
 
-    assert check_half_layout(my_to_half_layout) is False
+    assert check_half_layout(my_to_half_layout).passed is False
     assert "【不正解】" in capsys.readouterr().out
 
 
@@ -416,7 +416,7 @@ def test_an_answer_for_the_chapters_model_only_fails(capsys):
      "half_layout_permutation"),
 ])
 def test_the_chapters_conversion_functions_are_refused(capsys, func, name):
-    assert check_half_layout(func) is False
+    assert check_half_layout(func).passed is False
     assert f"attnlab の {name} を使っています" in capsys.readouterr().out
 
 
@@ -424,10 +424,10 @@ def test_strange_returns_and_the_stub(capsys):
     def stub(params, n_heads, n_kv_heads):
         raise NotImplementedError
 
-    assert check_half_layout(stub) is False
+    assert check_half_layout(stub).passed is False
     assert "【未実装】" in capsys.readouterr().out
     for value, words in [(None, "None"), ([], "dict"), ({"embed": 1}, "がありません")]:
-        assert check_half_layout(lambda p, h, k, v=value: v) is False
+        assert check_half_layout(lambda p, h, k, v=value: v).passed is False
         assert words in capsys.readouterr().out
 
 
@@ -436,5 +436,5 @@ def test_strange_returns_and_the_stub(capsys):
 def test_no_return_value_makes_the_conversion_check_raise(returned):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_half_layout(lambda params, n_heads, n_kv_heads: returned)
-    assert ok is False
+    assert ok.passed is False
     assert printed.getvalue().startswith("【不正解】") and "Traceback" not in printed.getvalue()

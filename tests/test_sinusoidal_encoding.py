@@ -221,7 +221,7 @@ def test_no_return_value_makes_either_check_raise_or_pass(returned):
                         (check_add_positional_encoding, lambda x: returned)]:
         with contextlib.redirect_stdout(io.StringIO()) as printed:
             ok = check(func)
-        assert ok is False
+        assert ok.passed is False
         assert printed.getvalue().startswith("【不正解】"), printed.getvalue()
 
 

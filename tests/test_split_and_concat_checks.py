@@ -57,7 +57,7 @@ CORRECT_SPLITS = [split_heads, split_reshape, split_stack, split_loop_float32, s
 @pytest.mark.parametrize("func", CORRECT_SPLITS, ids=lambda f: f.__name__)
 def test_every_correct_split_passes(capsys, func):
     ok, text = _verdict(capsys, check_split_heads, func)
-    assert ok is True and text.startswith("【正解】")
+    assert ok.passed is True and text.startswith("【正解】")
 
 
 def split_strided(x, n_heads):
@@ -107,13 +107,13 @@ WRONG_SPLITS = {
 @pytest.mark.parametrize("func, diagnosis", WRONG_SPLITS.values(), ids=WRONG_SPLITS.keys())
 def test_each_wrong_split_gets_its_diagnosis(capsys, func, diagnosis):
     ok, text = _verdict(capsys, check_split_heads, func)
-    assert ok is False and text.startswith("【不正解】")
+    assert ok.passed is False and text.startswith("【不正解】")
     assert diagnosis in text
 
 
 def test_the_split_stub_is_unimplemented(capsys):
     ok, text = _verdict(capsys, check_split_heads, split_stub)
-    assert ok is False and text.startswith("【未実装】")
+    assert ok.passed is False and text.startswith("【未実装】")
 
 
 # --- check_multi_head_attention ------------------------------------------------------------
@@ -206,7 +206,7 @@ CORRECT_MHA = [student_mha(), mha_loop, mha_sum_over_heads, mha_reference,
                                                    "reference", "merge round trip"])
 def test_every_correct_mha_passes(capsys, func):
     ok, text = _verdict(capsys, check_multi_head_attention, func)
-    assert ok is True and text.startswith("【正解】")
+    assert ok.passed is True and text.startswith("【正解】")
 
 
 WRONG_MHA = {
@@ -232,7 +232,7 @@ WRONG_MHA = {
 @pytest.mark.parametrize("mistakes, diagnosis", WRONG_MHA.values(), ids=WRONG_MHA.keys())
 def test_each_wrong_mha_gets_its_diagnosis(capsys, mistakes, diagnosis):
     ok, text = _verdict(capsys, check_multi_head_attention, student_mha(**mistakes))
-    assert ok is False and text.startswith("【不正解】my_multi_head_attention: ")
+    assert ok.passed is False and text.startswith("【不正解】my_multi_head_attention: ")
     assert diagnosis in text
 
 
@@ -247,7 +247,7 @@ def test_swapped_returns_are_named(capsys):
         return weights, out
 
     ok, text = _verdict(capsys, check_multi_head_attention, swapped)
-    assert ok is False and "順番が逆" in text
+    assert ok.passed is False and "順番が逆" in text
 
 
 def test_a_function_without_a_mask_argument_is_told_to_add_it(capsys):
@@ -255,7 +255,7 @@ def test_a_function_without_a_mask_argument_is_told_to_add_it(capsys):
         return student_mha()(x, w_q, w_k, w_v, w_o, n_heads)
 
     ok, text = _verdict(capsys, check_multi_head_attention, my_multi_head_attention)
-    assert ok is False and "mask=None" in text
+    assert ok.passed is False and "mask=None" in text
 
 
 def test_the_mha_stub_is_unimplemented(capsys):
@@ -263,7 +263,7 @@ def test_the_mha_stub_is_unimplemented(capsys):
         raise NotImplementedError
 
     ok, text = _verdict(capsys, check_multi_head_attention, my_multi_head_attention)
-    assert ok is False and text.startswith("【未実装】")
+    assert ok.passed is False and text.startswith("【未実装】")
 
 
 _ANYTHING = st.recursive(
@@ -283,6 +283,6 @@ def test_no_return_value_makes_either_check_raise_or_pass(returned):
                          lambda x, a, b, c, d, h, mask=None: returned)):
         with contextlib.redirect_stdout(io.StringIO()) as printed:
             ok = check(func)
-        assert ok is False
+        assert ok.passed is False
         assert printed.getvalue().startswith("【不正解】")
         assert "Traceback" not in printed.getvalue()

@@ -32,7 +32,7 @@ def list_style(scores, values):
 
 @pytest.mark.parametrize("func", [heads_output, loop_style, split_style_float32, list_style])
 def test_correct_styles_pass(capsys, func):
-    assert check_heads_output(func) is True
+    assert check_heads_output(func).passed is True
     assert "【正解】" in capsys.readouterr().out
 
 
@@ -40,7 +40,7 @@ def test_the_stub_is_unimplemented(capsys):
     def my_heads_output(scores, values):
         raise NotImplementedError("ここを実装してください")
 
-    assert check_heads_output(my_heads_output) is False
+    assert check_heads_output(my_heads_output).passed is False
     assert "【未実装】" in capsys.readouterr().out
 
 
@@ -93,6 +93,6 @@ def raises(scores, values):
     (lambda scores, values: None, "None"),
 ])
 def test_each_mistake_gets_its_diagnosis(capsys, func, diagnosis):
-    assert check_heads_output(func) is False
+    assert check_heads_output(func).passed is False
     out = capsys.readouterr().out
     assert "【不正解】" in out and diagnosis in out, out

@@ -17,6 +17,8 @@ or ``$CHROMIUM``). Per page:
   the folded solutions unfolded, has ``scrollWidth <= clientWidth``; each offending line
   is named (its first 60 characters). ``tests/test_book_width.py`` is the static
   counterpart (the column limits measured here);
+- the licences at the foot of the page (``_config.yml`` ``html.extra_footer``): shown, and
+  linking CC BY 4.0 and the MIT licence to their texts;
 - every control of every live figure (``div.attnlab-live``, see ``attnlab.live_book``) moved
   through all its values (sliders with the keyboard): one image shows, it changes with the
   state, and its file is the pure render of that state;
@@ -55,6 +57,7 @@ import nbformat
 from playwright.sync_api import sync_playwright
 
 from scripts.book import ROOT, toc_pages
+from scripts.make_student import CODE_LICENCE_URL, CONTENT_LICENCE_URL
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/"
@@ -144,6 +147,19 @@ AXE_EXCEPTIONS: tuple[tuple[str, str, str], ...] = ()
 
 # The theme's own switch: pydata-sphinx-theme reads localStorage "mode" (light/dark/auto)
 # and "theme" before the page is drawn. A reader who chose dark mode has both set.
+# The licence line of the page's footer: is it drawn, and what does it link?
+FOOTER_JS = """() => {
+  const footer = document.querySelector(".bd-footer-content .extra_footer");
+  if (!footer) return null;
+  const box = footer.getBoundingClientRect();
+  return {
+    shown: box.width > 0 && box.height > 0
+      && footer.checkVisibility({checkOpacity: true, checkVisibilityCSS: true}),
+    links: [...footer.querySelectorAll("a[href]")].map(a => [a.innerText.trim(), a.href]),
+  };
+}"""
+FOOTER_LINKS = {"CC BY 4.0": CONTENT_LICENCE_URL, "MIT ライセンス": CODE_LICENCE_URL}
+
 DARK_MODE_JS = 'localStorage.setItem("mode", "dark"); localStorage.setItem("theme", "dark");'
 
 # Runs axe-core (already injected) on the whole page; returns its violations, trimmed.
@@ -442,6 +458,12 @@ def check_page(context, router: "Router", base: str, page: str,
         kind = "出力" if block["output"] else "コード"
         problems += [f"{kind}の行が枠からはみ出して横にスクロールします：{line[:60]!r}"
                      for line in block["lines"]]
+
+    footer = tab.evaluate(FOOTER_JS)
+    if footer is None or not footer["shown"]:
+        problems.append("ページの下にライセンスの行（html.extra_footer）が表示されていません")
+    elif dict(footer["links"]) != FOOTER_LINKS:
+        problems.append(f"ページの下のライセンスのリンクが違います：{footer['links']}")
 
     live_problems, moves = ([], 0) if site is None else check_live_figures(
         tab, site, page, renders or PureRenders())

@@ -156,7 +156,7 @@ def _diagnose_signal(pe: np.ndarray) -> str:
 _SIGNAL_CASES = ((13, 10), (7, 6), (41, 36))
 
 
-@checker("d_model=10, 6, 36 で tensor2tensor の get_timing_signal_1d と一致。")
+@checker("d_model=10, 6, 36 で tensor2tensor と一致。")
 def check_timing_signal(func: Callable) -> None:
     """Check ``func(n_positions, d_model) -> pe`` against tensor2tensor's timing signal.
 
@@ -348,7 +348,7 @@ def _call_keeping_x(func: Callable, x: np.ndarray, offset: int):
     return call_student(lambda: func(given, offset)), given
 
 
-@checker("各系列の位置 offset〜offset+T−1 に符号化が足されました。")
+@checker("offset からの位置で正しく足せました。")
 def check_add_positional_encoding(func: Callable) -> None:
     """Check ``func(x, offset) -> x + PE`` for x (B, T, D) at positions offset … offset+T−1.
 

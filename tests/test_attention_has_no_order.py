@@ -7,12 +7,19 @@ import numpy as np
 import pytest
 
 from attnlab.experiments.attention_has_no_order import (
+    CAUSAL_SEQ_LEN,
     NO_ORDER_STEPS,
     bag_of_tokens_ceiling,
+    causal_config,
     no_order_config,
     order_blind_ceiling,
+    position_probe,
+    prefix_bag_ceiling,
+    residual_stream,
+    train_causal_without_positions,
     train_previous_token,
 )
+from attnlab.model import ModelConfig, forward, init_params
 from attnlab.tasks import PreviousToken
 
 
@@ -98,3 +105,69 @@ def test_a_run_is_repeatable_for_a_seed():
     b = train_previous_token("none", rng=np.random.default_rng(5), steps=3)
     np.testing.assert_array_equal(a.loss, b.loss)
     assert a.eval_accuracy == b.eval_accuracy
+
+
+# --- a causal mask without positions --------------------------------------------------------
+
+def brute_force_prefix_ceiling(vocab_size: int, seq_len: int) -> list[float]:
+    """Bayes accuracy at each position t of a predictor that sees only (token at t,
+    multiset of tokens 0 … t): what one causal layer without positions can use."""
+    tables: list[dict] = [{} for _ in range(seq_len)]
+    for row in itertools.product(range(vocab_size), repeat=seq_len):
+        for t in range(1, seq_len):
+            key = (row[t], tuple(sorted(row[: t + 1])))
+            tables[t].setdefault(key, Counter())[row[t - 1]] += 1
+    return [sum(max(c.values()) for c in table.values())
+            / sum(sum(c.values()) for c in table.values()) for table in tables[1:]]
+
+
+@pytest.mark.parametrize("vocab_size, seq_len", [(2, 5), (3, 5), (4, 4)])
+def test_prefix_ceiling_is_the_bayes_accuracy_of_one_causal_layer(vocab_size, seq_len):
+    ceiling = prefix_bag_ceiling(vocab_size, seq_len)
+    assert np.isnan(ceiling[0])
+    np.testing.assert_allclose(ceiling[1:], brute_force_prefix_ceiling(vocab_size, seq_len),
+                               rtol=1e-12)
+
+
+def test_prefix_ceiling_starts_at_one_and_falls():
+    ceiling = prefix_bag_ceiling(16, 16)
+    assert ceiling[1] == 1.0  # the only other token is the answer
+    assert np.all(np.diff(ceiling[1:]) < 0)
+    assert ceiling[15] == pytest.approx(0.197, abs=1e-3)
+
+
+def test_residual_stream_of_every_layer_gives_the_models_logits():
+    config = causal_config(2)
+    params = init_params(config, np.random.default_rng(3))
+    tokens = np.random.default_rng(4).integers(0, 16, size=(3, 9))  # (B, T)
+    x = residual_stream(params, tokens, config, config.n_layers)  # (B, T, D)
+    np.testing.assert_allclose(x @ params["unembed"], forward(params, tokens, config).logits,
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(residual_stream(params, tokens, config, 0),
+                                  params["embed"][tokens].astype(np.float64))
+
+
+def test_residual_stream_refuses_what_it_cannot_compute():
+    config = causal_config(1)
+    params = init_params(config, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="n_layers=2"):
+        residual_stream(params, np.zeros((1, 4), int), config, 2)
+    learned = ModelConfig(vocab_size=8, d_model=8, n_heads=2, n_layers=1, max_len=4)
+    with pytest.raises(ValueError, match="positional='learned'"):
+        residual_stream(init_params(learned, np.random.default_rng(0)), np.zeros((1, 4), int),
+                        learned, 1)
+
+
+def test_one_causal_layer_stays_under_the_prefix_ceiling_and_two_go_above_it():
+    """Seed 0 (the chapter runs seeds 0–2): measured on positions 2–15, one layer 0.27,
+    two layers 0.66 against the ceiling's 0.28; the second layer needs the first."""
+    ceiling = prefix_bag_ceiling(16, CAUSAL_SEQ_LEN)
+    one = train_causal_without_positions(1, rng=np.random.default_rng(0))
+    assert np.all(one.accuracy[1:] <= ceiling[1:] + 0.06)  # 512 rows: sampling noise
+    two = train_causal_without_positions(2, rng=np.random.default_rng(0))
+    assert np.all(two.accuracy[2:] > ceiling[2:])
+    assert np.nanmean(two.accuracy[2:]) > np.nanmean(ceiling[2:]) + 0.2
+    # without its first layer the model is a one-layer model again
+    assert np.nanmean(two.ablated[1:]) <= np.nanmean(ceiling[1:]) + 0.02
+    probe = position_probe(two.params, two.config, np.random.default_rng(10))
+    assert abs(probe[0]) < 0.02 < 0.3 < probe[1]  # embeddings: nothing; layer 1: position

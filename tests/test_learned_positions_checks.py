@@ -1,6 +1,7 @@
 """check_position_lookup: every correct style passes, each typical mistake gets its diagnosis."""
 
 import contextlib
+import functools
 import io
 
 import numpy as np
@@ -8,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import attnlab.positional
 from attnlab.checks import CHECKS, check_position_lookup
+from attnlab.checks.learned_positions import _inside_cases, _outside_cases
 from attnlab.positional import lookup_positions
 
 
@@ -65,7 +68,7 @@ def recursive_lists(table, positions):
 
 
 @pytest.mark.parametrize("func", [fancy_index, loop_over_flat_positions, one_hot_matmul,
-                                  take_with_raise_mode, recursive_lists, lookup_positions])
+                                  take_with_raise_mode, recursive_lists])
 def test_every_correct_style_passes(capsys, func):
     ok, text = _verdict(capsys, func)
     assert ok.passed is True and text.startswith("【正解】"), text
@@ -165,7 +168,7 @@ MISTAKES = [
     (take_clip, "切り詰めて"),
     (greater_than_instead_of_greater_or_equal, "p >= len(table) で判定します"),
     (value_error_instead_of_index_error, "IndexError を出してください（いまは ValueError）"),
-    (rejects_the_last_row, "最後の位置 len(table) − 1 = 7 も表の中です"),
+    (rejects_the_last_row, "最後の位置 len(table) − 1 = 10 も表の中です"),
     (counted_from_one, "位置は 0 から数えます"),
     (shifted_by_one, "1 つ前の行 table[p - 1]"),
     (only_1d_positions, "どんな形の配列でも受け付けてください"),
@@ -190,7 +193,7 @@ def test_a_clip_at_the_end_is_named_as_the_last_row(capsys):
         return table[np.minimum(p, len(table) - 1)]
 
     ok, text = _verdict(capsys, clip_only_the_end)
-    assert ok.passed is False and "最後の行 table[7]" in text and "位置 8" in text, text
+    assert ok.passed is False and "最後の行 table[10]" in text and "位置 11" in text, text
 
 
 def test_wrapping_past_the_end_is_named(capsys):
@@ -254,3 +257,50 @@ def test_no_exception_of_the_students_code_escapes_the_check(error, message):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         ok = check_position_lookup(my_lookup)
     assert ok.passed is False and error.__name__ in printed.getvalue()
+
+
+# --- sizes unlike the chapter's example, and the reference itself ---------------------------
+
+def eight_rows_written_in(table, positions):
+    """Right for the chapter's example table of 8 rows only."""
+    p = np.asarray(positions)
+    if np.any(p < 0) or np.any(p >= 8):
+        raise IndexError("範囲外")
+    return table[p]
+
+
+def test_an_answer_right_only_for_the_chapters_table_is_named(capsys):
+    example = np.random.default_rng(0).normal(size=(8, 4))  # the chapter's (8, 4) table
+    np.testing.assert_array_equal(eight_rows_written_in(example, [3, 7]), example[[3, 7]])
+    with pytest.raises(IndexError):
+        eight_rows_written_in(example, [8])
+    ok, text = _verdict(capsys, eight_rows_written_in)
+    assert ok.passed is False and "行数 8 を書き込んでいませんか" in text, text
+
+
+def test_the_hidden_tables_are_not_the_chapters_size_nor_powers_of_two():
+    tables = {case.table.shape for case in _inside_cases()}
+    tables |= {case.table.shape for case, _ in _outside_cases()}
+    for rows, width in tables:
+        assert rows != 8 and rows & (rows - 1) != 0 and rows != width
+
+
+def through_the_module(table, positions):
+    return attnlab.positional.lookup_positions(table, positions)
+
+
+def checked_then_delegated(table, positions):
+    p = np.asarray(positions)
+    if np.any(p < 0):
+        raise IndexError("負の位置")
+    return lookup_positions(table, p)
+
+
+@pytest.mark.parametrize("answer", [
+    lookup_positions, through_the_module, checked_then_delegated,
+    functools.partial(lookup_positions),
+    lambda table, positions: lookup_positions(table, positions),
+], ids=["itself", "module", "wrapper", "partial", "lambda"])
+def test_the_reference_is_refused_however_it_is_passed(capsys, answer):
+    ok, text = _verdict(capsys, answer)
+    assert ok.passed is False and "lookup_positions をそのまま使っています" in text, text

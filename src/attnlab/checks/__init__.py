@@ -31,7 +31,7 @@ from attnlab.checks.length_generalization import check_alibi_bias
 from attnlab.checks.rope import check_apply_rope, check_half_layout
 from attnlab.checks.sinusoidal_encoding import (
     check_add_positional_encoding,
-    check_sinusoidal_encoding,
+    check_timing_signal,
 )
 from attnlab.checks.split_and_concat import check_multi_head_attention, check_split_heads
 from attnlab.checks.what_heads_capture import check_grouped_query_attention, check_kv_cache_bytes
@@ -48,7 +48,7 @@ CHECKS: dict[str, Callable[[Callable], bool]] = {
         check_kv_cache_bytes,  # 04
         check_grouped_query_attention,
         check_order_blind_ceiling,  # 05
-        check_sinusoidal_encoding,  # 06
+        check_timing_signal,  # 06
         check_add_positional_encoding,
         check_position_lookup,  # 07
         check_apply_rope,  # 08
@@ -80,8 +80,8 @@ __all__ = [
     "check_ntk_scaled_base",
     "check_order_blind_ceiling",
     "check_position_lookup",
-    "check_sinusoidal_encoding",
     "check_split_heads",
+    "check_timing_signal",
     "check_yarn_inv_freq",
     "checker",
     "raised_message",

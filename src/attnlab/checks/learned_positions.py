@@ -4,6 +4,9 @@ A right answer returns ``table[positions]`` for positions inside the table and r
 ``IndexError`` for any position < 0 or ≥ len(table). The diagnosis is computed: what the
 answer returned for an outside position is compared with what wrapping (numpy's
 negative indices, ``np.take(..., mode="wrap")``) and clipping (``mode="clip"``) give.
+The chapter imports :func:`~attnlab.positional.lookup_positions` in its setup cell, so an
+answer that hands the work to it is refused. The hidden tables have 11 and 6 rows, not
+the 8 of the chapter's example.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.checks.attention_has_no_order import calls_reference
 from attnlab.checks.core import (
     Mistake,
     Raised,
@@ -23,6 +27,10 @@ from attnlab.checks.core import (
     returned_array,
 )
 from attnlab.positional import lookup_positions
+
+#: Rows of the table in the chapter's own example (section 1): an answer that writes
+#: this number in instead of ``len(table)`` is named.
+_EXAMPLE_ROWS = 8
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class _Case:
 
 def _tables() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(20260707)
-    table = rng.normal(size=(8, 5))  # (max_len, D): every entry different
+    table = rng.normal(size=(11, 5))  # (max_len, D): every entry different
     small = rng.normal(size=(6, 3)).astype(np.float32)  # (max_len, D), float32
     return table, small
 
@@ -42,9 +50,9 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 def _inside_cases() -> list[_Case]:
     table, small = _tables()
     return [
-        _Case("位置の配列 [3, 0, 7, 7, 1] のケース", table, np.array([3, 0, 7, 7, 1])),
+        _Case("位置の配列 [3, 0, 10, 10, 1] のケース", table, np.array([3, 0, 10, 10, 1])),
         _Case("位置が (2, 3) の 2 次元配列のケース", table,
-              np.array([[0, 1, 2], [7, 6, 5]], dtype=np.int32)),
+              np.array([[0, 1, 2], [10, 9, 5]], dtype=np.int32)),
         _Case("float32 の表と Python のリストのケース", small, [5, 4, 0]),
     ]
 
@@ -83,6 +91,14 @@ def _check_inside(func: Callable, case: _Case) -> None:
             n = len(case.table)
             if _raises_index_error(func, _Case("", case.table, np.array([0])), 0):
                 message += "位置は 0 から数えます。位置 0 の行は table[0] です。"
+            elif n > _EXAMPLE_ROWS and _raises_index_error(
+                    func, _Case("", case.table, np.array([_EXAMPLE_ROWS])), _EXAMPLE_ROWS
+            ) and not _raises_index_error(
+                    func, _Case("", case.table, np.array([_EXAMPLE_ROWS - 1])),
+                    _EXAMPLE_ROWS - 1):
+                message += (f"位置 {_EXAMPLE_ROWS} から先で止まります。第 1 節の例の表の"
+                            f"行数 {_EXAMPLE_ROWS} を書き込んでいませんか。この表は {n} 行"
+                            "なので、len(table) を使って判定してください。")
             elif _raises_index_error(func, _Case("", case.table, np.array([n - 1])), n - 1):
                 message += (f"最後の位置 len(table) − 1 = {n - 1} も表の中です。"
                             "範囲の判定を確かめてください。")
@@ -192,6 +208,9 @@ def check_position_lookup(func: Callable) -> None:
 
     Taught in chapter 07.
     """
+    if calls_reference(func, lookup_positions):
+        raise Mistake("attnlab の lookup_positions をそのまま使っています。この練習問題は、"
+                      "同じ引き方（範囲の判定を含めて）を自分で書くことです。")
     for case in _inside_cases():
         _check_inside(func, case)
     for case, bad in _outside_cases():

@@ -22,11 +22,11 @@ from attnlab.widgets.core import (
 
 
 def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
-    """PE(pos) over the dimensions (left) and PE(n)·PE(pos) over n (right).
+    """PE(pos) over the dimensions (left) and PE(pos′)·PE(pos) over pos′ (right).
 
     Blue dots are the sine dimensions 2i, vermillion the cosine dimensions 2i+1. The
     right panel divides the dot product by its largest value d_model/2 (its value at
-    n = pos), so every width shares one axis.
+    pos′ = pos), so every width shares one axis.
 
     Returns
     -------
@@ -51,11 +51,11 @@ def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     n = np.arange(EXPLORER_SEQ_LEN)
     (curve,) = ax_dot.plot(n, np.zeros_like(n, dtype=float), color=BLACK, marker=".",
                            markersize=3, linewidth=1.0)
-    here = ax_dot.axvline(0.0, color=VERMILLION, linestyle="--", label="n = pos")
+    here = ax_dot.axvline(0.0, color=VERMILLION, linestyle="--", label="pos′ = pos")
     ax_dot.set(xlim=(0, EXPLORER_SEQ_LEN - 1), ylim=(0.0, 1.3), yticks=[0, 0.5, 1],
-               xlabel="もう一方の位置 n",
+               xlabel="もう一方の位置 pos′",
                ylabel="内積 ÷ ($d_\\mathrm{model}$/2)",
-               title="PE(n)·PE(pos)：すべての位置 n との内積")
+               title="PE(pos′)·PE(pos)：すべての位置 pos′ との内積")
     ax_dot.legend(loc="upper right")
     changing = [heading, sin_dots, cos_dots, curve, here]
 

@@ -12,43 +12,48 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnlab import RoPE
-from attnlab.checks import check_apply_rope, check_half_layout
+from attnlab.checks import check_half_layout, check_rope_half
 from attnlab.experiments.rope import half_layout_permutation, permute_head_columns
 from attnlab.positional import apply_rope, rope_angles
 from scripts.book import SOLUTION_COLUMNS, display_width
 
 
-def student_rope(*, layout="adjacent", sign=1.0, two_i=True, use_positions=True,
+def student_rope(*, layout="half", sign=1.0, two_i=True, use_positions=True,
                  use_base=True, dtype=None):
-    """A student's my_apply_rope with the chosen mistakes, written with cos and sin."""
+    """A student's my_rope_half with the chosen mistakes, written with cos and sin."""
 
-    def my_apply_rope(x, positions, base=10000.0):
+    def my_rope_half(x, positions, base=10000.0):
         T, d_head = x.shape
+        half = d_head // 2
         b = base if use_base else 10000.0
-        i = np.arange(d_head // 2)
+        i = np.arange(half)
         theta = b ** (-(2 * i if two_i else i) / d_head)
         pos = np.asarray(positions) if use_positions else np.arange(T)
         angles = sign * pos[:, None] * theta  # (T, Dh/2)
         if dtype is not None:
             x, angles = x.astype(dtype), angles.astype(dtype)
-        if layout == "adjacent":
+        if layout == "mixed":  # the angles of adjacent pairs, with rotate_half
+            cos = np.repeat(np.cos(angles), 2, axis=-1)
+            sin = np.repeat(np.sin(angles), 2, axis=-1)
+            return x * cos + np.concatenate([-x[:, half:], x[:, :half]], axis=-1) * sin
+        if layout == "adjacent":  # section 1's cell
             a, c = x[:, 0::2], x[:, 1::2]
         else:
-            a, c = x[:, : d_head // 2], x[:, d_head // 2:]
+            a, c = x[:, :half], x[:, half:]
         r1 = a * np.cos(angles) - c * np.sin(angles)
         r2 = a * np.sin(angles) + c * np.cos(angles)
         out = np.empty_like(x)
         if layout == "adjacent":
             out[:, 0::2], out[:, 1::2] = r1, r2
         else:
-            out[:, : d_head // 2], out[:, d_head // 2:] = r1, r2
+            out[:, :half], out[:, half:] = r1, r2
         return out
 
-    return my_apply_rope
+    return my_rope_half
 
 
 def _verdict(capsys, func):
-    ok = check_apply_rope(func)
+    ok = check_rope_half(func)
     text = capsys.readouterr().out
     assert "Traceback" not in text
     assert text.count("\n") == 1, text  # one verdict line
@@ -57,55 +62,67 @@ def _verdict(capsys, func):
 
 # --- correct answers, however written --------------------------------------------------
 
-def complex_rope(x, positions, base=10000.0):
+def rotate_half_rope(x, positions, base=10000.0):
+    # Hugging Face: angles concatenated twice, rotate_half(x) = [-x2 | x1]
     d_head = x.shape[-1]
-    z = x[:, 0::2] + 1j * x[:, 1::2]  # (T, Dh/2)
-    theta = base ** (-np.arange(0, d_head, 2) / d_head)
+    theta = 1.0 / base ** (np.arange(0, d_head, 2) / d_head)
+    angles = np.concatenate([np.outer(positions, theta)] * 2, axis=-1)  # (T, Dh)
+    x1, x2 = np.split(x, 2, axis=-1)
+    return x * np.cos(angles) + np.concatenate([-x2, x1], axis=-1) * np.sin(angles)
+
+
+def complex_rope(x, positions, base=10000.0):
+    half = x.shape[-1] // 2
+    z = x[:, :half] + 1j * x[:, half:]  # (T, Dh/2)
+    theta = base ** (-np.arange(0, 2 * half, 2) / (2 * half))
     z = z * np.exp(1j * np.outer(positions, theta))
-    return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
+    return np.concatenate([z.real, z.imag], axis=-1)
 
 
 def loop_rope(x, positions, base=10000.0):
     out = np.zeros(x.shape)
     T, d_head = x.shape
+    half = d_head // 2
     for t in range(T):
-        for i in range(d_head // 2):
+        for i in range(half):
             angle = positions[t] * base ** (-2 * i / d_head)
-            a, b = x[t, 2 * i], x[t, 2 * i + 1]
-            out[t, 2 * i] = a * np.cos(angle) - b * np.sin(angle)
-            out[t, 2 * i + 1] = a * np.sin(angle) + b * np.cos(angle)
+            a, b = x[t, i], x[t, i + half]
+            out[t, i] = a * np.cos(angle) - b * np.sin(angle)
+            out[t, i + half] = a * np.sin(angle) + b * np.cos(angle)
     return out.tolist()  # a list is fine too
 
 
 def matrix_rope(x, positions, base=10000.0):
     T, d_head = x.shape
+    half = d_head // 2
     out = np.empty_like(x)
     for t in range(T):
         rotation = np.zeros((d_head, d_head))
-        for i in range(d_head // 2):
+        for i in range(half):
             angle = positions[t] / base ** (2 * i / d_head)
             c, s = np.cos(angle), np.sin(angle)
-            rotation[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[c, -s], [s, c]]
+            rotation[np.ix_([i, i + half], [i, i + half])] = [[c, -s], [s, c]]
         out[t] = rotation @ x[t]
     return out
 
 
-def rotate_every_two_rope(x, positions, base=10000.0):
-    # GPT-J style: duplicated angles and a rotate-every-two helper
+def through_the_permutation(x, positions, base=10000.0):
+    # section 5: half(x) = adjacent(x[:, P⁻¹])[:, P], the adjacent rotation written out
     d_head = x.shape[-1]
-    theta = 1.0 / base ** (np.arange(0, d_head, 2) / d_head)
-    angles = np.repeat(np.outer(positions, theta), 2, axis=-1)  # (T, Dh)
-    rotated = np.stack([-x[:, 1::2], x[:, 0::2]], axis=-1).reshape(x.shape)
-    return x * np.cos(angles) + rotated * np.sin(angles)
+    perm = np.concatenate([np.arange(0, d_head, 2), np.arange(1, d_head, 2)])
+    y = x[:, np.argsort(perm)]  # the adjacent layout of the same pairs
+    rotated = student_rope(layout="adjacent")(y, positions, base)
+    return rotated[:, perm]
 
 
 CORRECT = {
     "cos and sin": student_rope(),
     "float32": student_rope(dtype=np.float32),
+    "rotate_half (Hugging Face)": rotate_half_rope,
     "complex numbers": complex_rope,
     "two loops, returns a list": loop_rope,
-    "a block-diagonal rotation matrix": matrix_rope,
-    "rotate every two (GPT-J)": rotate_every_two_rope,
+    "a block rotation matrix": matrix_rope,
+    "section 5's permutation": through_the_permutation,
 }
 
 
@@ -117,7 +134,7 @@ def test_every_correct_style_passes(capsys, func):
 
 def test_the_success_line_fits_a_folded_solution(capsys):
     ok, text = _verdict(capsys, student_rope())
-    assert ok and display_width(text.rstrip("\n").replace("<lambda>", "my_apply_rope"))\
+    assert ok and display_width(text.rstrip("\n").replace("<lambda>", "my_rope_half"))\
         <= SOLUTION_COLUMNS
 
 
@@ -127,7 +144,7 @@ _global_alias = apply_rope
 
 
 def _helper(x, positions, base):
-    return apply_rope(x, positions, base)
+    return apply_rope(x, positions, base, convention="half")
 
 
 def with_helper(x, positions, base=10000.0):
@@ -136,17 +153,21 @@ def with_helper(x, positions, base=10000.0):
 
 REFERENCE_ANSWERS = {
     "apply_rope itself": (apply_rope, "apply_rope"),
-    "a lambda around it": (lambda x, positions, base=10000.0: apply_rope(x, positions, base),
-                           "apply_rope"),
-    "functools.partial": (functools.partial(apply_rope), "apply_rope"),
-    "a global alias": (lambda x, positions, base=10000.0: _global_alias(x, positions, base),
-                       "apply_rope"),
+    "a lambda around it": (
+        lambda x, positions, base=10000.0: apply_rope(x, positions, base, convention="half"),
+        "apply_rope"),
+    "functools.partial": (functools.partial(apply_rope, convention="half"), "apply_rope"),
+    "a global alias": (
+        lambda x, positions, base=10000.0: _global_alias(x, positions, base, "half"),
+        "apply_rope"),
     "through a helper": (with_helper, "apply_rope"),
-    "RoPE().apply": (lambda x, positions, base=10000.0: RoPE(base=base).apply(x, positions),
-                     "RoPE"),
+    "RoPE().apply": (
+        lambda x, positions, base=10000.0: RoPE(base=base, convention="half").apply(
+            x, positions),
+        "RoPE"),
     "rope_angles for the angles": (
-        lambda x, positions, base=10000.0: x * np.cos(rope_angles(positions, x.shape[1],
-                                                                  base)).repeat(2, -1),
+        lambda x, positions, base=10000.0: x * np.cos(np.tile(
+            rope_angles(positions, x.shape[1], base), 2)),
         "rope_angles"),
 }
 
@@ -159,38 +180,41 @@ def test_the_package_functions_are_refused(capsys, func, name):
 
 def test_an_answer_right_only_for_the_chapters_example_fails(capsys):
     # the chapter's example: Dh = 8, its θ = [1, 0.1, 0.01, 0.001] written in
-    def my_apply_rope(x, positions, base=10000.0):
-        theta = np.array([1.0, 0.1, 0.01, 0.001])[: x.shape[1] // 2]
-        theta = np.resize(theta, x.shape[1] // 2)
+    def my_rope_half(x, positions, base=10000.0):
+        half = x.shape[1] // 2
+        theta = np.resize(np.array([1.0, 0.1, 0.01, 0.001]), half)
         angles = np.asarray(positions)[:, None] * theta
-        z = (x[:, 0::2] + 1j * x[:, 1::2]) * np.exp(1j * angles)
-        return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
+        z = (x[:, :half] + 1j * x[:, half:]) * np.exp(1j * angles)
+        return np.concatenate([z.real, z.imag], axis=-1)
 
-    ok, text = _verdict(capsys, my_apply_rope)
+    ok, text = _verdict(capsys, my_rope_half)
     assert ok.passed is False, text
 
 
 def test_the_student_edition_stub_is_reported_as_unimplemented(capsys):
-    def my_apply_rope(x, positions, base=10000.0):
+    def my_rope_half(x, positions, base=10000.0):
         raise NotImplementedError("ここを実装してください")
 
-    ok, text = _verdict(capsys, my_apply_rope)
+    ok, text = _verdict(capsys, my_rope_half)
     assert ok.passed is False and text.startswith("【未実装】")
 
 
 # --- the typical mistakes ---------------------------------------------------------------
 
 WRONG = {
-    "split halves": ({"layout": "half"}, "前後半のペア"),
+    "adjacent pairs (section 1's cell copied)": ({"layout": "adjacent"}, "隣り合う次元 (2i, 2i+1)"),
+    "adjacent angles with rotate_half": ({"layout": "mixed"}, "並べ方の混同"),
     "sign reversed": ({"sign": -1.0}, "回転の向きが逆です"),
     "i instead of 2i": ({"two_i": False}, "base^(−i/Dh) になっています"),
     "row index instead of positions": ({"use_positions": False}, "行の番号 0, 1"),
     "base ignored": ({"use_base": False}, "引数 base を使っていません"),
-    "split halves and sign reversed": (
-        {"layout": "half", "sign": -1.0}, "前後半のペア（次元 i と i + Dh/2、rotate_half "
-        "の並べ方）で回しています。この問題では隣り合う次元 (2i, 2i+1) を 1 つのペアに"
-        "してください。回転の向きが逆です"),
+    "adjacent pairs and sign reversed": (
+        {"layout": "adjacent", "sign": -1.0}, "隣り合う次元 (2i, 2i+1) をペアにしています"
+        "（第 1 節のセルの並べ方）。この問題では前半と後半、次元 i と i + Dh/2 を 1 つの"
+        "ペアにしてください。回転の向きが逆です"),
     "i instead of 2i, in float32": ({"two_i": False, "dtype": np.float32}, "base^(−i/Dh)"),
+    "mixed layout, row index": ({"layout": "mixed", "use_positions": False},
+                                "並べ方の混同"),
 }
 
 
@@ -198,12 +222,12 @@ WRONG = {
 def test_each_typical_mistake_gets_its_diagnosis(capsys, mistakes, diagnosis):
     ok, text = _verdict(capsys, student_rope(**mistakes))
     assert ok.passed is False
-    assert text.startswith("【不正解】my_apply_rope: "), text
+    assert text.startswith("【不正解】my_rope_half: "), text
     assert diagnosis in text, text
 
 
-def test_the_split_halves_mistake_is_only_one_diagnosis(capsys):
-    _, text = _verdict(capsys, student_rope(layout="half"))
+def test_the_adjacent_layout_mistake_is_only_one_diagnosis(capsys):
+    _, text = _verdict(capsys, student_rope(layout="adjacent"))
     assert "回転の向き" not in text and "行の番号" not in text
 
 
@@ -213,18 +237,18 @@ def test_returning_x_unrotated_is_named(capsys):
 
 
 def test_a_rotation_that_changes_lengths_is_named(capsys):
-    def my_apply_rope(x, positions, base=10000.0):
+    def my_rope_half(x, positions, base=10000.0):
         return 2.0 * student_rope()(x, positions, base)
 
-    ok, text = _verdict(capsys, my_apply_rope)
+    ok, text = _verdict(capsys, my_rope_half)
     assert ok.passed is False and "ノルム" in text
 
 
 def test_a_function_without_base_is_told_to_add_it(capsys):
-    def my_apply_rope(x, positions):
+    def my_rope_half(x, positions):
         return student_rope()(x, positions)
 
-    ok, text = _verdict(capsys, my_apply_rope)
+    ok, text = _verdict(capsys, my_rope_half)
     assert ok.passed is False and "TypeError" in text and "base=10000.0" in text
 
 
@@ -234,13 +258,13 @@ def test_a_wrong_shape_is_explained(capsys):
 
 
 def test_the_checks_inputs_survive_a_function_that_modifies_them(capsys):
-    def my_apply_rope(x, positions, base=10000.0):
+    def my_rope_half(x, positions, base=10000.0):
         out = student_rope()(x, positions, base)
         x[:] = 0.0
         positions[:] = 0
         return out
 
-    assert _verdict(capsys, my_apply_rope)[0].passed is True
+    assert _verdict(capsys, my_rope_half)[0].passed is True
 
 
 _ANYTHING = st.recursive(
@@ -256,7 +280,7 @@ _ANYTHING = st.recursive(
 @given(returned=_ANYTHING)
 def test_no_return_value_makes_the_check_raise_or_pass(returned):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
-        ok = check_apply_rope(lambda x, positions, base=10000.0: returned)
+        ok = check_rope_half(lambda x, positions, base=10000.0: returned)
     assert ok.passed is False
     assert printed.getvalue().startswith("【不正解】") and "Traceback" not in printed.getvalue()
 
@@ -265,11 +289,11 @@ def test_no_return_value_makes_the_check_raise_or_pass(returned):
 @given(error=st.sampled_from([ValueError, TypeError, IndexError, KeyError]),
        message=st.text(max_size=100))
 def test_no_exception_of_the_students_code_escapes_the_check(error, message):
-    def my_apply_rope(x, positions, base=10000.0):
+    def my_rope_half(x, positions, base=10000.0):
         raise error(message)
 
     with contextlib.redirect_stdout(io.StringIO()) as printed:
-        ok = check_apply_rope(my_apply_rope)
+        ok = check_rope_half(my_rope_half)
     assert ok.passed is False and error.__name__ in printed.getvalue()
 
 

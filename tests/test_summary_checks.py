@@ -52,6 +52,7 @@ def test_right_interpolations_pass(func, capsys):
     (lambda p, a, b: p / (b // a), "倍率 s = target_len / train_len を整数"),
     (lambda p, a, b: p / round(b / a), "倍率 s = target_len / train_len を整数"),
     (lambda p, a, b: p / math.ceil(b / a), "倍率 s = target_len / train_len を整数"),
+    (lambda p, a, b: p * (a - 1) / (b - 1), "最後の位置 L′ − 1 を L − 1 に合わせて"),
     (lambda p, a, b: p / b, "値が正しくありません"),
 ])
 def test_each_interpolation_mistake_gets_its_diagnosis(func, diagnosis, capsys):

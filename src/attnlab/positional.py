@@ -273,7 +273,8 @@ class RoPE:
     convention : {"interleaved", "half"}
         Which dimensions form a pair; see :func:`apply_rope`.
     scale : float
-        The context scale s = L_target / L_train (1 = plain RoPE, whatever ``scaling``).
+        The context scale s = L′ / L, the target length over the trained length (1 = plain
+        RoPE, whatever ``scaling``).
     scaling : {"pi", "ntk", "yarn", "yarn_turns", "yarn_no_temp"}
         How the context is stretched by ``scale``: ``"pi"`` divides every position by s
         (position interpolation, the behaviour of ``scale`` alone); ``"ntk"`` keeps the
@@ -362,7 +363,7 @@ def ntk_scaled_base(base: float, scale: float, d_head: int) -> float:
     base : float
         The trained base.
     scale : float
-        Context extension factor (L_target / L_train), ≥ 1 in practice.
+        Context extension factor s = L′ / L, ≥ 1 in practice.
     d_head : int
         Head width Dh, even and at least 4.
 
@@ -461,10 +462,12 @@ def yarn_inv_freq(
 ) -> np.ndarray:
     """The per-pair RoPE frequencies of YaRN (Peng et al., 2023, §3).
 
-    ``θ'_i = θ_i/s · r_i + θ_i · (1 − r_i)`` with ``θ_i = base^(−2i/Dh)`` and the ramp
-    ``r`` of :func:`yarn_ramp`: fast pairs (many turns within the trained length) keep
-    their frequency, slow pairs are divided by the scale s as in position interpolation,
-    and the pairs in between are blended linearly.
+    ``θ'_i = (1 − γ̃_i)·θ_i/s + γ̃_i·θ_i`` with ``θ_i = base^(−2i/Dh)`` and
+    ``1 − γ̃_i`` the ramp of :func:`yarn_ramp` (γ̃ = 1 keeps a pair, as Peng et al.'s γ;
+    the book writes γ̃ because this ramp is linear in the pair index, not in the number of
+    turns r): fast pairs (many turns within the trained length) keep their frequency, slow
+    pairs are divided by the scale s as in position interpolation, and the pairs in
+    between are blended linearly.
 
     Parameters
     ----------
@@ -473,11 +476,11 @@ def yarn_inv_freq(
     base : float
         The trained base, > 1.
     scale : float
-        Context scale s = L_target / L_train.
+        Context scale s = L′ / L.
     original_max_len : int
-        The trained length L_train.
+        The trained length L.
     beta_fast, beta_slow : float
-        Band limits in rotations over L_train (β = 32 and α = 1 in the paper for LLaMA).
+        Band limits β and α in rotations over L (β = 32 and α = 1 in the paper for LLaMA).
 
     Returns
     -------
@@ -490,8 +493,8 @@ def yarn_inv_freq(
     ramp = yarn_ramp(d_head, base, original_max_len, beta_fast=beta_fast,
                      beta_slow=beta_slow)  # (Dh/2,)
     theta = _rope_theta(d_head, float(base))  # (Dh/2,)
-    extrapolation_mask = 1.0 - ramp
-    return (theta / scale) * (1.0 - extrapolation_mask) + theta * extrapolation_mask
+    keep = 1.0 - ramp  # γ̃_i: 1 keeps the frequency (the reference's extrapolation mask)
+    return (theta / scale) * (1.0 - keep) + theta * keep
 
 
 def yarn_attention_factor(scale: float) -> float:

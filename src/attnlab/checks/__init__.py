@@ -28,7 +28,7 @@ from attnlab.checks.core import (
 )
 from attnlab.checks.learned_positions import check_position_lookup
 from attnlab.checks.length_generalization import check_alibi_bias
-from attnlab.checks.rope import check_apply_rope, check_half_layout
+from attnlab.checks.rope import check_half_layout, check_rope_half
 from attnlab.checks.sinusoidal_encoding import (
     check_add_positional_encoding,
     check_timing_signal,
@@ -51,7 +51,7 @@ CHECKS: dict[str, Callable[[Callable], bool]] = {
         check_timing_signal,  # 06
         check_add_positional_encoding,
         check_position_lookup,  # 07
-        check_apply_rope,  # 08
+        check_rope_half,  # 08
         check_half_layout,
         check_interpolate_positions,  # 09
         check_ntk_scaled_base,
@@ -69,7 +69,6 @@ __all__ = [
     "call_student",
     "check_add_positional_encoding",
     "check_alibi_bias",
-    "check_apply_rope",
     "check_attention",
     "check_grouped_query_attention",
     "check_half_layout",
@@ -80,6 +79,7 @@ __all__ = [
     "check_ntk_scaled_base",
     "check_order_blind_ceiling",
     "check_position_lookup",
+    "check_rope_half",
     "check_split_heads",
     "check_timing_signal",
     "check_yarn_inv_freq",

@@ -82,6 +82,10 @@ def _interpolation_mistakes(positions: np.ndarray, train_len: int, target_len: i
         (np.floor(right),
          "縮めた位置を整数に切り捨てています（// や int()、astype(int) など）。"
          "位置補間の位置は 0.5 や 1.25 のような小数のままにします。"),
+        (positions * (train_len - 1) / (target_len - 1),
+         "最後の位置 L′ − 1 を L − 1 に合わせて、(train_len − 1) / (target_len − 1) 倍に"
+         "しています。位置補間は区間 [0, L′) を [0, L) に重ねる（L′ が L に移る）ので、"
+         "倍率は train_len / target_len です。"),
     ]
 
 

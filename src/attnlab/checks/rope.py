@@ -1,13 +1,15 @@
-"""Chapter 08's self-checks: ``my_apply_rope(x, positions, base=10000.0) -> rotated`` and
-``my_to_half_layout(params, n_heads, n_kv_heads) -> params`` (a checkpoint trained with
-adjacent pairs, converted to run with ``rotate_half``).
+"""Chapter 08's self-checks: ``my_rope_half(x, positions, base=10000.0) -> rotated``
+(RoPE in the split-halves layout of ``rotate_half``, as Hugging Face's LLaMA and GPT-NeoX
+write it) and ``my_to_half_layout(params, n_heads, n_kv_heads) -> params`` (a checkpoint
+trained with adjacent pairs, converted to run with ``rotate_half``).
 
 The diagnosis is computed, not guessed: the check builds what each typical mistake
-would return (split halves instead of adjacent pairs, the rotation's sign reversed,
-θ_i = base^(−i/Dh) instead of base^(−2i/Dh), the row index instead of the given
-positions, the base ignored; for the conversion, the inverse permutation, rows instead
-of columns, one permutation over all heads, W_K or W_V handled like W_Q) and says which
-one the answer matches.
+would return (adjacent pairs, as the chapter's first cell rotates them; the angles laid
+out for adjacent pairs and used with ``rotate_half``, the layout-mixing bug of the
+chapter; the rotation's sign reversed, θ_i = base^(−i/Dh) instead of base^(−2i/Dh), the
+row index instead of the given positions, the base ignored; for the conversion, the
+inverse permutation, rows instead of columns, one permutation over all heads, W_K or W_V
+handled like W_Q) and says which one the answer matches.
 
 A check refuses the package's own function when the chapter's setup cell imports it
 (:func:`refuse_reference`): the exercise asks the student to write it.
@@ -100,13 +102,18 @@ def refuse_reference(func: Callable, references: Mapping[str, object]) -> None:
 _ROPE_REFERENCES = {"apply_rope": apply_rope, "RoPE": RoPE, "rope_angles": rope_angles}
 
 _DIAGNOSES = {
-    ("layout", "half"): (
-        "前後半のペア（次元 i と i + Dh/2、rotate_half の並べ方）で回しています。"
-        "この問題では隣り合う次元 (2i, 2i+1) を 1 つのペアにしてください。"
+    ("layout", "adjacent"): (
+        "隣り合う次元 (2i, 2i+1) をペアにしています（第 1 節のセルの並べ方）。"
+        "この問題では前半と後半、次元 i と i + Dh/2 を 1 つのペアにしてください。"
+    ),
+    ("layout", "mixed"): (
+        "角度を隣接ペアの順（θ_0, θ_0, θ_1, θ_1, …、np.repeat の並べ方）にして前後半の"
+        "回転に使っています。第 5 節の「並べ方の混同」です。前後半では cos と sin を "
+        "[角度 | 角度]（np.concatenate）の順に並べます。"
     ),
     ("sign", -1): (
         "回転の向きが逆です。ペア (a, b) は (a·cos − b·sin, a·sin + b·cos) に移ります"
-        "（複素数なら (a + ib)·e^{+i·pos·θ}）。"
+        "（rotate_half(x) は [−後半 | 前半]）。"
     ),
     ("exponent", "i"): (
         "θ_i の指数が違います。θ_i = base^(−2i/Dh) です（i はペアの番号 0, 1, …, Dh/2−1）。"
@@ -151,33 +158,39 @@ def _candidate(case: _Case, layout: str, sign: int, exponent: str, positions: st
     """What the answer would be with the given (possibly wrong) choices: (T, Dh)."""
     x = case.x
     T, d_head = x.shape
+    half = d_head // 2
     b = 10000.0 if (case.base is None or base == "ignored") else case.base
-    i = np.arange(d_head // 2)  # (Dh/2,)
+    i = np.arange(half)  # (Dh/2,)
     theta = b ** (-(2.0 if exponent == "2i" else 1.0) * i / d_head)  # (Dh/2,)
     pos = np.arange(T) if positions == "rows" else case.positions  # (T,)
     angles = sign * pos[:, None] * theta  # (T, Dh/2)
-    if layout == "adjacent":
-        a, b_ = x[:, 0::2], x[:, 1::2]  # (T, Dh/2) each
+    if layout == "mixed":  # angles for adjacent pairs, rotation of split halves
+        cos = np.repeat(np.cos(angles), 2, axis=-1)  # (T, Dh): θ_0, θ_0, θ_1, θ_1, …
+        sin = np.repeat(np.sin(angles), 2, axis=-1)
+        rotated_half = np.concatenate([-x[:, half:], x[:, :half]], axis=-1)  # (T, Dh)
+        return x * cos + rotated_half * sin
+    if layout == "half":
+        a, b_ = x[:, :half], x[:, half:]  # (T, Dh/2) each
     else:
-        a, b_ = x[:, : d_head // 2], x[:, d_head // 2:]
+        a, b_ = x[:, 0::2], x[:, 1::2]
     r1 = a * np.cos(angles) - b_ * np.sin(angles)
     r2 = a * np.sin(angles) + b_ * np.cos(angles)
     out = np.empty_like(x)
-    if layout == "adjacent":
-        out[:, 0::2], out[:, 1::2] = r1, r2
+    if layout == "half":
+        out[:, :half], out[:, half:] = r1, r2
     else:
-        out[:, : d_head // 2], out[:, d_head // 2:] = r1, r2
+        out[:, 0::2], out[:, 1::2] = r1, r2
     return out
 
 
 _CHOICES = (
-    ("layout", ("adjacent", "half")),
+    ("layout", ("half", "adjacent", "mixed")),
     ("sign", (1, -1)),
     ("exponent", ("2i", "i")),
     ("positions", ("given", "rows")),
     ("base", ("used", "ignored")),
 )
-_RIGHT = ("adjacent", 1, "2i", "given", "used")
+_RIGHT = ("half", 1, "2i", "given", "used")
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
@@ -201,33 +214,36 @@ def _diagnose(case: _Case, rotated: np.ndarray) -> str:
     if not np.allclose(norms, np.linalg.norm(case.x, axis=-1), rtol=1e-3):
         return (
             "各行の長さ（ノルム）が x と変わっています。回転は長さを変えません。"
-            "cos と sin の組み合わせを確かめてください。"
+            "cos と sin の組み合わせと、ペアの 2 つの次元が同じ角度で回っているかを"
+            "確かめてください。"
         )
     return (
-        "値が apply_rope と一致しません。角度 positions[:, None] · θ、ペア (2i, 2i+1)、"
-        "(a·cos − b·sin, a·sin + b·cos) の順に、途中の値を比べてみてください。"
+        "値が前後半の apply_rope と一致しません。角度 positions[:, None] · θ、ペア "
+        "(i, i + Dh/2)、(a·cos − b·sin, a·sin + b·cos) の順に、途中の値を比べてみてください。"
     )
 
 
-@checker("行番号と違う位置・Dh=10 でも apply_rope と一致。")
-def check_apply_rope(func: Callable) -> None:
-    """Check ``func(x, positions, base=10000.0) -> rotated`` against the reference.
+@checker("行番号と違う位置・Dh=10 でも前後半の RoPE と一致。")
+def check_rope_half(func: Callable) -> None:
+    """Check ``func(x, positions, base=10000.0) -> rotated``: RoPE in the split-halves
+    layout (``apply_rope(..., convention="half")``).
 
-    ``x`` is (T, Dh) and ``positions`` (T,); each adjacent pair (2i, 2i+1) of row t
-    must be turned by ``positions[t] · θ_i`` with ``θ_i = base^(−2i/Dh)``. Prints
-    【正解】, 【未実装】 or 【不正解】 with a diagnosis (split halves, the sign reversed, i
-    where the formula has 2i, the row index instead of the positions, the base ignored,
-    x returned unrotated, a wrong shape, an exception).
+    ``x`` is (T, Dh) and ``positions`` (T,); each pair (i, i + Dh/2) of row t must be
+    turned by ``positions[t] · θ_i`` with ``θ_i = base^(−2i/Dh)``. Prints 【正解】,
+    【未実装】 or 【不正解】 with a diagnosis (adjacent pairs, the angles laid out for
+    adjacent pairs, the sign reversed, i where the formula has 2i, the row index instead
+    of the positions, the base ignored, x returned unrotated, a wrong shape, an
+    exception).
 
     Parameters
     ----------
     func : callable
-        The student's ``my_apply_rope``.
+        The student's ``my_rope_half``.
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        True (``.passed``) if every hidden case matches.
 
     Taught in chapter 08.
     """
@@ -241,7 +257,7 @@ def check_apply_rope(func: Callable) -> None:
             message = raised_message(result, case.name)
             if isinstance(result.error, TypeError) and "base" in str(result.error):
                 message += (
-                    "base 引数を受け取れるよう、def my_apply_rope(x, positions, "
+                    "base 引数を受け取れるよう、def my_rope_half(x, positions, "
                     "base=10000.0) と書いてください。"
                 )
             raise Mistake(message)
@@ -249,7 +265,7 @@ def check_apply_rope(func: Callable) -> None:
         if not np.all(np.isfinite(rotated)):
             raise Mistake(f"{case.name}で nan か inf が出ました。")
         base = 10000.0 if case.base is None else case.base
-        expected = apply_rope(case.x, case.positions, base=base)
+        expected = apply_rope(case.x, case.positions, base=base, convention="half")
         if not _close(rotated, expected):
             raise Mistake(f"{case.name}: {_diagnose(case, rotated)}")
 

@@ -20,7 +20,7 @@ from attnlab.positional import rope_inv_freq, yarn_attention_factor
 #: The methods of the chapter and its live figure: label → ``scaling`` of ``RoPE``
 #: (None: plain RoPE at the longer length, i.e. extrapolation).
 EXTENSION_METHODS = {"外挿": None, "PI": "pi", "NTK": "ntk", "YaRN": "yarn"}
-#: Context scales s = L_target / L_train that the live figure offers.
+#: Context scales s = L′ / L (target length over trained length) the live figure offers.
 EXTENSION_SCALES = (1, 2, 4, 8)
 #: The head the figure draws: width, base and trained length.
 EXTENSION_D_HEAD = 64

@@ -7,7 +7,7 @@ table of 4L rows, RoPE, ALiBi); the RoPE model is then evaluated four ways, by c
 only its settings with :func:`dataclasses.replace` as chapter 09 did: plain RoPE at the
 longer length (extrapolation), position interpolation, the NTK-aware base and YaRN, each
 with ``rope_scale`` = evaluation length / L. Accuracy is measured on the positions the
-model never saw in training (t ≥ L); at L itself, on every scored position.
+model never saw in training (query positions i ≥ L); at L itself, on every scored position.
 
 Two ablations of YaRN run on the same trained RoPE models and the same batches
 (:data:`LENGTH_ABLATIONS`): the ramp linear in the number of turns, as Peng et al. write
@@ -134,7 +134,7 @@ def method_config(config: ModelConfig, scaling: str | None, train_len: int,
 
 
 def accuracy_from(params: dict, batch, config: ModelConfig, start: int = 0) -> float:
-    """Accuracy on the scored positions ``t ≥ start`` of a batch.
+    """Accuracy on the scored positions ``i ≥ start`` of a batch.
 
     Parameters
     ----------
@@ -213,7 +213,7 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
     """Accuracy of every method of :data:`LENGTH_METHODS` at every evaluation length.
 
     Every method sees the same batch at a given length. At ``train_len`` every scored
-    position counts; at longer lengths only the positions ``t ≥ train_len``, which the
+    position counts; at longer lengths only the positions ``i ≥ train_len``, which the
     model never saw in training. ``methods`` (label → (trained kind, scaling)) replaces
     :data:`LENGTH_METHODS`, e.g. :data:`LENGTH_ABLATIONS`: an ``rng`` of the same seed
     draws the same batches.
@@ -260,7 +260,7 @@ def finetune_curve(params: dict, config: ModelConfig, task, *, rng: np.random.Ge
 
     ``config`` is the setting the model is fine-tuned and evaluated with (e.g. the RoPE
     model unchanged, or with position interpolation). Accuracy is measured on the
-    positions ``t ≥ train_len`` of ``eval_batch`` after each number of updates in
+    positions ``i ≥ train_len`` of ``eval_batch`` after each number of updates in
     ``marks`` (0 = before fine-tuning).
 
     Returns

@@ -4,7 +4,7 @@ Each ``chNN_…`` function measures the one result chapter NN asserts, by callin
 chapter's experiment functions with that chapter's settings (imported from its module
 where the module has them; where the chapter's notebook writes a setting in a cell, the
 same value is a constant here, named after the chapter). Nothing is retyped from a
-chapter's output: ``tests/test_ch11_summary.py`` compares what chapter 11 prints with
+chapter's output: ``tests/test_summary.py`` compares what chapter 11 prints with
 what every chapter's committed notebook prints, so the two cannot drift apart.
 
 :func:`length_study` repeats chapter 10's study (the same runs, seeds and evaluation
@@ -189,7 +189,7 @@ def ch05_no_order(rng: np.random.Generator) -> Headline:
 
 
 def ch06_toeplitz() -> Headline:
-    """Chapter 06: PE(m)·PE(n) is one number per offset m − n.
+    """Chapter 06: PE(pos)·PE(pos′) is one number per offset pos − pos′.
 
     Taught in chapter 11.
     """

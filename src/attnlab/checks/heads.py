@@ -26,7 +26,6 @@ from attnlab.attention import (
     softmax,
     split_heads,
 )
-from attnlab.checks._own_work import call_watching, references
 from attnlab.checks.core import (
     Mistake,
     Raised,
@@ -36,6 +35,7 @@ from attnlab.checks.core import (
     returned_pair,
     shape_of,
 )
+from attnlab.checks.why_heads import _call_watching, _references
 
 _RTOL, _ATOL = 1e-4, 1e-6  # float32 answers pass, every mistake is far outside
 
@@ -44,7 +44,7 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=_RTOL, atol=_ATOL))
 
 
-_SPLIT_REFERENCES = references({
+_SPLIT_REFERENCES = _references({
     split_heads: (
         "attnlab の split_heads を使っています（そのまま渡すか、中で呼んでいます）。"
         "この練習問題では split_heads を使わずに、reshape と軸の入れ替え（または切り出しと "
@@ -56,7 +56,7 @@ _MHA_MESSAGE = (
     "それを使わずに、射影・ヘッドへの分割・ヘッドごとの softmax・結合・W_O を NumPy で"
     "自分で書いてください。"
 )
-_MHA_REFERENCES = references({
+_MHA_REFERENCES = _references({
     function: _MHA_MESSAGE.format(name=function.__name__)
     for function in (multi_head_attention, multi_head_attention_loop, attention_pass)
 })
@@ -178,7 +178,7 @@ def check_split_heads(func: Callable) -> None:
     Taught in chapter 03.
     """
     for case in _split_cases():
-        result, called = call_watching(func, _SPLIT_REFERENCES, case.x, case.n_heads)
+        result, called = _call_watching(func, _SPLIT_REFERENCES, case.x, case.n_heads)
         if called:
             raise Mistake(called[0])
         if isinstance(result, Raised):
@@ -399,9 +399,9 @@ def check_multi_head_attention(func: Callable) -> None:
     for case in _mha_cases():
         args = (case.x, *case.weights, case.n_heads)
         if case.mask is None:
-            result, called = call_watching(func, _MHA_REFERENCES, *args)
+            result, called = _call_watching(func, _MHA_REFERENCES, *args)
         else:
-            result, called = call_watching(func, _MHA_REFERENCES, *args, mask=case.mask)
+            result, called = _call_watching(func, _MHA_REFERENCES, *args, mask=case.mask)
         if called:
             raise Mistake(called[0])
         if isinstance(result, Raised):

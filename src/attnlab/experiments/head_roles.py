@@ -250,7 +250,12 @@ def head_importance(params: dict, batch: Batch | None = None, *,
     np.ndarray
         Shape (n_layers, H).
 
-    Taught in chapter 04.
+    Chapter 04 describes the score and uses its first-order estimate
+    (:func:`mask_gradients`); on the chapter's nearly perfect model the per-sequence
+    slopes are tiny and their ranking changes with the last bits of training (it differs
+    between CPU levels), so the chapter does not rank heads by it.
+
+    Not taught: described in chapter 04, which does not rank heads by it.
     """
     batch = eval_batch() if batch is None else batch
     rows = range(batch.tokens.shape[0])

@@ -264,7 +264,7 @@ WRONG_MHA = {
     "bare merge": ({"merge": "bare"}, "そのまま reshape(T, D)"),
     "reversed merge": ({"merge": "reversed"}, "逆の順に結合しています"),
     "reversed heads": ({"split": "reversed"}, "ヘッドが逆の順に並んでいます"),
-    "divided by d_head": ({"scale": "d_head"}, "d_head で割っています"),
+    "divided by d_k": ({"scale": "d_head"}, "d_k で割っています。割るのは √d_k"),
     "bare merge and W_o forgotten": (
         {"merge": "bare", "use_w_o": False}, "reshape してください。最後に W_O"),
     "√d_model and mask ignored": (

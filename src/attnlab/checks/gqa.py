@@ -256,6 +256,6 @@ def check_grouped_query_attention(func: Callable) -> None:
                               "-inf にしてください。")
         raise Mistake(
             f"{name}: 重みが正しい値と一致しません。K/V ヘッドを np.repeat(k, H // Hkv, axis=0) "
-            "で H 個に広げてから、ヘッドごとに softmax(q @ k の転置 / √Dh) を計算して"
+            "で H 個に広げてから、ヘッドごとに softmax(q @ k の転置 / √d_k) を計算して"
             "いるか確かめてください。"
         )

@@ -239,11 +239,11 @@ _SCALES = ("head", "model", "none", "d_head")
 _DIAGNOSES = {
     **{("split", how): text for how, text in _SPLIT_DIAGNOSES.items()},
     ("scale", "model"): (
-        "スコアを √d_model で割っています。各ヘッドのクエリとキーは d_head = d_model / H 次元"
-        "なので、割るのは √d_head です。"
+        "スコアを √d_model で割っています。各ヘッドのクエリとキーは d_k = d_model / h 次元"
+        "（ヘッドの幅）なので、割るのは √d_k です。"
     ),
-    ("scale", "none"): "スコアを √d_head で割るのを忘れています。",
-    ("scale", "d_head"): "スコアを d_head で割っています。割るのは √d_head です。",
+    ("scale", "none"): "スコアを √d_k（d_k はヘッドの幅）で割るのを忘れています。",
+    ("scale", "d_head"): "スコアを d_k で割っています。割るのは √d_k です。",
     ("mask", "ignored"): (
         "mask を無視しています。mask が False の位置のスコアを、どのヘッドでも softmax の前に"
         " -inf にしてください（(T, T) の mask は (H, T, T) のスコアにブロードキャストできます）。"
@@ -281,7 +281,7 @@ def _diagnose_weights(case: _MHACase, weights: np.ndarray) -> str:
                 "axis=-1）で取ります。")
     return (
         "重みが正しい値と一致しません。Q = x @ w_q を H 個のヘッドに分け、ヘッドごとに "
-        "softmax(QKᵀ / √d_head) を計算しているか、途中の値を split_heads と "
+        "softmax(QKᵀ / √d_k) を計算しているか、途中の値を split_heads と "
         "scaled_dot_product_attention で確かめてみてください。"
     )
 

@@ -8,16 +8,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnlab import MHAWeights, merge_heads, multi_head_attention, split_heads
+from attnlab import (
+    MHAWeights,
+    merge_heads,
+    multi_head_attention,
+    multi_head_attention_loop,
+    split_heads,
+)
 from attnlab.checks import CHECKS, check_multi_head_attention, check_split_heads
+from attnlab.checks.split_and_concat import _mha_cases, _split_cases
 
 
 def _verdict(capsys, check, func):
-    ok = check(func)
+    result = check(func)
     text = capsys.readouterr().out
     assert "Traceback" not in text
     assert text.count("\n") == 1, text  # one verdict line
-    return ok, text
+    return result, text
 
 
 def test_both_checks_are_collected():
@@ -51,7 +58,17 @@ def split_moveaxis(x, n_heads):
     return np.moveaxis(x.reshape(*lead, T, n_heads, -1), -2, -3).copy()
 
 
-CORRECT_SPLITS = [split_heads, split_reshape, split_stack, split_loop_float32, split_moveaxis]
+def split_pure_python(x, n_heads):
+    *lead, T, D = x.shape
+    d_head = D // n_heads
+    rows = x.reshape(-1, T, D).tolist()
+    out = [[[row[i * d_head:(i + 1) * d_head] for row in seq] for i in range(n_heads)]
+           for seq in rows]
+    return np.array(out).reshape(*lead, n_heads, T, d_head)
+
+
+CORRECT_SPLITS = [split_reshape, split_stack, split_loop_float32, split_moveaxis,
+                  split_pure_python]
 
 
 @pytest.mark.parametrize("func", CORRECT_SPLITS, ids=lambda f: f.__name__)
@@ -86,7 +103,7 @@ def split_only_2d(x, n_heads):
 
 
 def split_heads_reversed(x, n_heads):
-    return split_heads(x, n_heads)[..., ::-1, :, :]
+    return split_reshape(x, n_heads)[..., ::-1, :, :]
 
 
 def split_stub(x, n_heads):
@@ -99,7 +116,7 @@ WRONG_SPLITS = {
     "no transpose": (split_no_transpose, "(…, T, H, Dh)"),
     "stacked in front": (split_stacked_in_front, "先頭に積んでいます"),
     "only 2-D x": (split_only_2d, "*lead, T, D = x.shape"),
-    "heads in reverse": (split_heads_reversed, "値が split_heads と一致しません"),
+    "heads in reverse": (split_heads_reversed, "ヘッドが逆の順に並んでいます"),
     "None": (lambda x, n_heads: None, "None"),
 }
 
@@ -109,6 +126,16 @@ def test_each_wrong_split_gets_its_diagnosis(capsys, func, diagnosis):
     ok, text = _verdict(capsys, check_split_heads, func)
     assert ok.passed is False and text.startswith("【不正解】")
     assert diagnosis in text
+
+
+@pytest.mark.parametrize("func", [
+    split_heads,
+    lambda x, n_heads: split_heads(x, n_heads),
+    lambda x, n_heads: np.array(split_heads(x.copy(), n_heads)),
+], ids=["the reference", "a wrapper", "a wrapper that copies"])
+def test_split_heads_itself_is_refused(capsys, func):
+    ok, text = _verdict(capsys, check_split_heads, func)
+    assert ok.passed is False and "split_heads を使わずに" in text, text
 
 
 def test_the_split_stub_is_unimplemented(capsys):
@@ -131,10 +158,12 @@ def student_mha(*, split="right", merge="right", scale="head", use_mask=True, us
                 return a.reshape(T, d_head, n_heads).transpose(2, 0, 1)
             if split == "bare":
                 return a.reshape(n_heads, T, d_head)
-            return a.reshape(T, n_heads, d_head).transpose(1, 0, 2)
+            heads = a.reshape(T, n_heads, d_head).transpose(1, 0, 2)
+            return heads[::-1] if split == "reversed" else heads
 
         q, k, v = cut(x @ w_q), cut(x @ w_k), cut(x @ w_v)  # (H, T, Dh)
-        divisor = {"head": np.sqrt(d_head), "model": np.sqrt(D), "none": 1.0}[scale]
+        divisor = {"head": np.sqrt(d_head), "model": np.sqrt(D), "none": 1.0,
+                   "d_head": d_head}[scale]
         scores = q @ k.transpose(0, 2, 1) / divisor  # (H, T, T)
         if mask is not None and use_mask:
             scores = np.where(mask, scores, -np.inf)
@@ -145,6 +174,8 @@ def student_mha(*, split="right", merge="right", scale="head", use_mask=True, us
         heads = weights @ v  # (H, T, Dh)
         if merge == "bare":
             concat = heads.reshape(T, D)
+        elif merge == "reversed":
+            concat = heads[::-1].transpose(1, 0, 2).reshape(T, D)
         else:
             concat = heads.transpose(1, 0, 2).reshape(T, D)
         out = concat @ w_o if use_w_o else concat
@@ -193,17 +224,27 @@ def mha_reference(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return multi_head_attention(x, MHAWeights(w_q, w_k, w_v, w_o), n_heads, mask=mask)
 
 
+def mha_reference_loop(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    return multi_head_attention_loop(x, MHAWeights(w_q, w_k, w_v, w_o), n_heads, mask=mask)
+
+
+@pytest.mark.parametrize("func", [mha_reference, mha_reference_loop],
+                         ids=["multi_head_attention", "multi_head_attention_loop"])
+def test_the_reference_mha_is_refused(capsys, func):
+    ok, text = _verdict(capsys, check_multi_head_attention, func)
+    assert ok.passed is False and "を使わずに" in text, text
+
+
 def mha_with_merge_heads(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     out, weights = student_mha()(x, w_q, w_k, w_v, w_o, n_heads, mask)
     return merge_heads(split_heads(out, 1)), weights  # a no-op round trip
 
 
-CORRECT_MHA = [student_mha(), mha_loop, mha_sum_over_heads, mha_reference,
-               mha_with_merge_heads]
+CORRECT_MHA = [student_mha(), mha_loop, mha_sum_over_heads, mha_with_merge_heads]
 
 
 @pytest.mark.parametrize("func", CORRECT_MHA, ids=["batched", "loop float32", "sum over heads",
-                                                   "reference", "merge round trip"])
+                                                   "merge round trip"])
 def test_every_correct_mha_passes(capsys, func):
     ok, text = _verdict(capsys, check_multi_head_attention, func)
     assert ok.passed is True and text.startswith("【正解】")
@@ -221,6 +262,9 @@ WRONG_MHA = {
     "weights averaged, broadcast": ({"weights_out": "mean_broadcast"}, "平均しています"),
     "one head's weights": ({"weights_out": "first"}, "1 つのヘッドの重みだけ"),
     "bare merge": ({"merge": "bare"}, "そのまま reshape(T, D)"),
+    "reversed merge": ({"merge": "reversed"}, "逆の順に結合しています"),
+    "reversed heads": ({"split": "reversed"}, "ヘッドが逆の順に並んでいます"),
+    "divided by d_k": ({"scale": "d_head"}, "d_k で割っています。割るのは √d_k"),
     "bare merge and W_o forgotten": (
         {"merge": "bare", "use_w_o": False}, "reshape してください。最後に W_O"),
     "√d_model and mask ignored": (
@@ -286,3 +330,51 @@ def test_no_return_value_makes_either_check_raise_or_pass(returned):
         assert ok.passed is False
         assert printed.getvalue().startswith("【不正解】")
         assert "Traceback" not in printed.getvalue()
+
+
+# --- the hidden cases are not the chapter's sizes ---------------------------------------------
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+def test_the_hidden_cases_have_sizes_that_are_not_round():
+    splits = [(c.x.shape[-1], c.n_heads) for c in _split_cases()]
+    assert any(not _is_power_of_two(D // H) for D, H in splits)
+    assert any(not _is_power_of_two(D) and not _is_power_of_two(H) for D, H in splits)
+    mhas = [(c.x.shape[-1], c.n_heads) for c in _mha_cases()]
+    # some case where √d_model, d_head and √d_head are three different numbers
+    assert any(len({np.sqrt(D), D // H, np.sqrt(D // H)}) == 3 and not _is_power_of_two(D)
+               for D, H in mhas)
+    assert (512, 8) not in splits + mhas
+
+
+def split_for_powers_of_two(x, n_heads):
+    """Right when the head width is found by halving: true for 512 / 8, not for 30 / 5."""
+    *lead, T, D = x.shape
+    d_head = D >> int(np.log2(n_heads))
+    if d_head * n_heads != D:
+        return np.zeros((*lead, n_heads, T, D // n_heads))
+    return x.reshape(*lead, T, n_heads, d_head).swapaxes(-2, -3)
+
+
+def mha_scaled_by_the_examples_root(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """Divides the scores by 8 = √64, the chapter's √d_k, whatever the case."""
+    T, D = x.shape
+    q, k, v = (split_reshape(x @ w, n_heads) for w in (w_q, w_k, w_v))  # (H, T, Dh)
+    scores = q @ k.transpose(0, 2, 1) / 8.0
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return merge_heads(weights @ v) @ w_o, weights
+
+
+def test_an_answer_right_only_for_the_chapters_sizes_is_refused(capsys):
+    x = np.random.default_rng(0).normal(size=(6, 512))  # the chapter's example
+    np.testing.assert_allclose(split_for_powers_of_two(x, 8), split_heads(x, 8))
+    ok, text = _verdict(capsys, check_split_heads, split_for_powers_of_two)
+    assert ok.passed is False and text.startswith("【不正解】")
+    ok, text = _verdict(capsys, check_multi_head_attention, mha_scaled_by_the_examples_root)
+    assert ok.passed is False and text.startswith("【不正解】")

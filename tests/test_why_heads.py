@@ -137,3 +137,13 @@ def test_heads_output_is_one_attention_per_column_block():
     np.testing.assert_allclose(heads_output(scores[:1], values), softmax(scores[0]) @ values)
     with pytest.raises(ValueError, match="割り切れません"):
         heads_output(rng.normal(size=(4, 5)), values)
+
+
+def test_run_heads_can_train_two_layers_of_one_head():
+    task = TwoPositions()
+    eval_batch = task(np.random.default_rng(123), 8, 8)
+    (run,) = run_heads((1,), 1, rng=np.random.default_rng(5), eval_batch=eval_batch, steps=2,
+                       seq_len=8, n_layers=2)
+    assert {"layers.0.w_q", "layers.1.w_q"} <= set(run.params)
+    assert two_positions_config(1, n_layers=2).n_layers == 2
+    assert two_positions_config(4).n_layers == 1  # the chapter's study: one layer

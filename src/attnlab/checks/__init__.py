@@ -34,7 +34,7 @@ from attnlab.checks.sinusoidal_encoding import (
     check_timing_signal,
 )
 from attnlab.checks.split_and_concat import check_multi_head_attention, check_split_heads
-from attnlab.checks.what_heads_capture import check_grouped_query_attention, check_kv_cache_bytes
+from attnlab.checks.what_heads_capture import check_grouped_query_attention, check_max_context
 from attnlab.checks.why_heads import check_heads_output
 
 #: Every self-check of the book, in chapter order: function name → check.
@@ -45,7 +45,7 @@ CHECKS: dict[str, Callable[[Callable], bool]] = {
         check_heads_output,  # 02
         check_split_heads,  # 03
         check_multi_head_attention,
-        check_kv_cache_bytes,  # 04
+        check_max_context,  # 04
         check_grouped_query_attention,
         check_order_blind_ceiling,  # 05
         check_timing_signal,  # 06
@@ -74,7 +74,7 @@ __all__ = [
     "check_half_layout",
     "check_heads_output",
     "check_interpolate_positions",
-    "check_kv_cache_bytes",
+    "check_max_context",
     "check_multi_head_attention",
     "check_ntk_scaled_base",
     "check_order_blind_ceiling",

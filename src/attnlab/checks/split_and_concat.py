@@ -2,7 +2,9 @@
 
 As in :mod:`attnlab.checks.attention_review`, the diagnosis is computed: the check builds what
 each typical mistake returns (with the reference functions) and says which one the
-answer matches.
+answer matches. Chapter 03 imports the references (``split_heads``,
+``multi_head_attention`` and its loop), so an answer that is one of them, or calls one,
+is refused.
 """
 
 from __future__ import annotations
@@ -16,22 +18,24 @@ import numpy as np
 
 from attnlab.attention import (
     MHAWeights,
+    attention_pass,
     causal_mask,
     merge_heads,
     multi_head_attention,
+    multi_head_attention_loop,
     softmax,
     split_heads,
 )
 from attnlab.checks.core import (
     Mistake,
     Raised,
-    call_student,
     checker,
     raised_message,
     returned_array,
     returned_pair,
     shape_of,
 )
+from attnlab.checks.why_heads import _call_watching, _references
 
 _RTOL, _ATOL = 1e-4, 1e-6  # float32 answers pass, every mistake is far outside
 
@@ -40,6 +44,22 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=_RTOL, atol=_ATOL))
 
 
+_SPLIT_REFERENCES = _references({
+    split_heads: (
+        "attnlab の split_heads を使っています（そのまま渡すか、中で呼んでいます）。"
+        "この練習問題では split_heads を使わずに、reshape と軸の入れ替え（または切り出しと "
+        "np.stack）で自分で書いてください。"
+    ),
+})
+_MHA_MESSAGE = (
+    "attnlab の {name} を使っています（そのまま渡すか、中で呼んでいます）。この練習問題では"
+    "それを使わずに、射影・ヘッドへの分割・ヘッドごとの softmax・結合・W_O を NumPy で"
+    "自分で書いてください。"
+)
+_MHA_REFERENCES = _references({
+    function: _MHA_MESSAGE.format(name=function.__name__)
+    for function in (multi_head_attention, multi_head_attention_loop, attention_pass)
+})
 
 
 # --- three ways to cut the last axis into heads (one right, two wrong) -------------------
@@ -52,6 +72,8 @@ def _split(a: np.ndarray, n_heads: int, how: str) -> np.ndarray:
         return split_heads(a, n_heads)
     if how == "strided":  # head i = columns i, i+H, i+2H, ...
         return np.moveaxis(a.reshape(*lead, T, d_head, n_heads), -1, -3)
+    if how == "reversed":  # the right blocks, last head first
+        return split_heads(a, n_heads)[..., ::-1, :, :]
     return a.reshape(*lead, n_heads, T, d_head)  # "bare": reshape without the transpose
 
 
@@ -62,6 +84,8 @@ def _merge(heads: np.ndarray, how: str) -> np.ndarray:
         return merge_heads(heads)
     if how == "strided":
         return np.moveaxis(heads, -3, -1).reshape(*lead, T, H * d_head)
+    if how == "reversed":
+        return merge_heads(heads[..., ::-1, :, :])
     return heads.reshape(*lead, T, H * d_head)
 
 
@@ -75,6 +99,10 @@ _SPLIT_DIAGNOSES = {
         "reshape で (H, T, Dh) の形にしただけで、軸の入れ替えをしていません。形は合っていても、"
         "ヘッド 0 に最初の行たちがまとめて入ってしまいます。reshape(…, T, H, Dh) としてから"
         "H と T の軸を入れ替えてください（swapaxes(-2, -3) など）。"
+    ),
+    "reversed": (
+        "ヘッドが逆の順に並んでいます。ヘッド 0 が x の最初の列のブロック（列 0:Dh）、"
+        "最後のヘッドが最後のブロックを持ちます（[::-1] やループの向きを確かめてください）。"
     ),
 }
 
@@ -90,13 +118,16 @@ class _SplitCase:
 
 def _split_cases() -> list[_SplitCase]:
     rng = np.random.default_rng(20260303)
-    # T, H and Dh all differ, and the batch size differs from H, so a wrong axis shows
+    # T, H and Dh all differ, and the batch size differs from H, so a wrong axis shows;
+    # none is the chapter's (512, 8) or (8, 4), and d_model = 30 with 5 heads of 6
+    # columns is no power of two, so an answer fitted to the chapter's sizes fails
     return [
         _SplitCase("x が (T, D) = (5, 12)、ヘッド 4 つのケース", rng.normal(size=(5, 12)), 4),
         _SplitCase("x が (B, T, D) = (2, 5, 12)、ヘッド 3 つのケース",
                    rng.normal(size=(2, 5, 12)), 3),
         _SplitCase("x が (2, 3, 5, 12) の 4 次元、ヘッド 6 つのケース",
                    rng.normal(size=(2, 3, 5, 12)), 6),
+        _SplitCase("x が (T, D) = (7, 30)、ヘッド 5 つのケース", rng.normal(size=(7, 30)), 5),
     ]
 
 
@@ -130,8 +161,9 @@ def check_split_heads(func: Callable) -> None:
     """Check ``func(x, n_heads)``: x (…, T, D) → (…, H, T, Dh), head i = columns i·Dh:(i+1)·Dh.
 
     Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (head i taken as the strided
-    columns i, i+H, …; a bare reshape to (H, T, Dh) without the transpose; the heads
-    left after T; the heads stacked in front of the batch axis; only 2-D x handled).
+    columns i, i+H, …; a bare reshape to (H, T, Dh) without the transpose; the heads in
+    reverse order; the heads left after T; the heads stacked in front of the batch axis;
+    only 2-D x handled; ``split_heads`` itself used).
 
     Parameters
     ----------
@@ -146,7 +178,9 @@ def check_split_heads(func: Callable) -> None:
     Taught in chapter 03.
     """
     for case in _split_cases():
-        result = call_student(func, case.x, case.n_heads)
+        result, called = _call_watching(func, _SPLIT_REFERENCES, case.x, case.n_heads)
+        if called:
+            raise Mistake(called[0])
         if isinstance(result, Raised):
             message = raised_message(result, case.name)
             if case.x.ndim > 2:
@@ -162,8 +196,8 @@ def check_split_heads(func: Callable) -> None:
             if _close(heads, _split(case.x, case.n_heads, how)):
                 raise Mistake(f"{case.name}: {diagnosis}")
         raise Mistake(
-            f"{case.name}: 値が split_heads と一致しません。ヘッド i は x の列 "
-            "i·Dh:(i+1)·Dh を、元の並びのまま持ちます（x[..., :, i*Dh:(i+1)*Dh]）。"
+            f"{case.name}: 値が split_heads と一致しません。ヘッド 0 は x の列 0:Dh、"
+            "ヘッド 1 は列 Dh:2·Dh、… を、元の並びのまま持ちます（x[..., :, i*Dh:(i+1)*Dh]）。"
         )
 
 
@@ -187,14 +221,17 @@ def _mha_cases() -> list[_MHACase]:
         return x, w
 
     x, w = layer(5, 12)
-    x2, w2 = layer(6, 16)
+    # d_model = 15, 5 heads of 3: no size is a power of two or a square, so √d_model,
+    # d_head and √d_head are three different divisors, and nothing is the chapter's 512/8
+    x2, w2 = layer(7, 15)
     # every row keeps a key and hides one, unlike the causal mask's last row
-    mask = np.array([[1, 0, 1, 1, 0, 1], [1, 1, 0, 0, 1, 1], [0, 1, 1, 1, 0, 0],
-                     [1, 0, 0, 1, 1, 0], [0, 1, 1, 0, 1, 1], [1, 1, 0, 1, 0, 1]], dtype=bool)
+    mask = np.array([[1, 0, 1, 1, 0, 1, 0], [1, 1, 0, 0, 1, 1, 0], [0, 1, 1, 1, 0, 0, 1],
+                     [1, 0, 0, 1, 1, 0, 1], [0, 1, 1, 0, 1, 1, 0], [1, 1, 0, 1, 0, 1, 1],
+                     [0, 0, 1, 1, 1, 0, 1]], dtype=bool)
     return [
         _MHACase("マスクなし・ヘッド 3 つのケース", x, w, 3, None),
         _MHACase("因果マスク・ヘッド 3 つのケース", x, w, 3, causal_mask(5)),
-        _MHACase("まだらなマスク・ヘッド 4 つのケース", x2, w2, 4, mask),
+        _MHACase("まだらなマスク・ヘッド 5 つのケース", x2, w2, 5, mask),
     ]
 
 
@@ -202,11 +239,11 @@ _SCALES = ("head", "model", "none", "d_head")
 _DIAGNOSES = {
     **{("split", how): text for how, text in _SPLIT_DIAGNOSES.items()},
     ("scale", "model"): (
-        "スコアを √d_model で割っています。各ヘッドのクエリとキーは d_head = d_model / H 次元"
-        "なので、割るのは √d_head です。"
+        "スコアを √d_model で割っています。各ヘッドのクエリとキーは d_k = d_model / h 次元"
+        "（ヘッドの幅）なので、割るのは √d_k です。"
     ),
-    ("scale", "none"): "スコアを √d_head で割るのを忘れています。",
-    ("scale", "d_head"): "スコアを d_head で割っています。割るのは √d_head です。",
+    ("scale", "none"): "スコアを √d_k（d_k はヘッドの幅）で割るのを忘れています。",
+    ("scale", "d_head"): "スコアを d_k で割っています。割るのは √d_k です。",
     ("mask", "ignored"): (
         "mask を無視しています。mask が False の位置のスコアを、どのヘッドでも softmax の前に"
         " -inf にしてください（(T, T) の mask は (H, T, T) のスコアにブロードキャストできます）。"
@@ -230,7 +267,8 @@ def _candidate_weights(case: _MHACase, split: str, scale: str, use_mask: bool) -
 
 def _diagnose_weights(case: _MHACase, weights: np.ndarray) -> str:
     masks = (True, False) if case.mask is not None else (True,)
-    for split, scale, use_mask in product(("right", "strided", "bare"), _SCALES, masks):
+    for split, scale, use_mask in product(("right", "strided", "bare", "reversed"), _SCALES,
+                                          masks):
         if (split, scale, use_mask) == ("right", "head", True):
             continue
         if _close(weights, _candidate_weights(case, split, scale, use_mask)):
@@ -243,7 +281,7 @@ def _diagnose_weights(case: _MHACase, weights: np.ndarray) -> str:
                 "axis=-1）で取ります。")
     return (
         "重みが正しい値と一致しません。Q = x @ w_q を H 個のヘッドに分け、ヘッドごとに "
-        "softmax(Q_i K_iᵀ / √d_head) を計算しているか、途中の値を split_heads と "
+        "softmax(QKᵀ / √d_k) を計算しているか、途中の値を split_heads と "
         "scaled_dot_product_attention で確かめてみてください。"
     )
 
@@ -252,7 +290,7 @@ def _diagnose_out(case: _MHACase, out: np.ndarray, weights: np.ndarray) -> str:
     """The weights are right: which mistake after them reproduces ``out``?"""
     v = split_heads(case.x @ case.weights.w_v, case.n_heads)  # (H, T, Dh)
     heads = weights @ v  # (H, T, Dh)
-    for merge in ("right", "strided", "bare"):
+    for merge in ("right", "strided", "bare", "reversed"):
         concat = _merge(heads, merge)  # (T, D)
         for use_w_o in (True, False):
             if (merge, use_w_o) == ("right", True):
@@ -267,12 +305,19 @@ def _diagnose_out(case: _MHACase, out: np.ndarray, weights: np.ndarray) -> str:
                 if merge == "strided":
                     text.append(
                         "ヘッドを結合するとき、ヘッドの次元を 1 列ずつ交互に並べています。"
-                        "ヘッド i の出力は列 i·Dh:(i+1)·Dh にまとめて置きます。"
+                        "ヘッド 0 の出力は列 0:Dh、ヘッド 1 の出力は列 Dh:2·Dh、…に"
+                        "まとめて置きます。"
+                    )
+                if merge == "reversed":
+                    text.append(
+                        "ヘッドを逆の順に結合しています。ヘッド 0 の出力が先頭（列 0:Dh）、"
+                        "最後のヘッドの出力が最後です。"
                     )
                 if not use_w_o:
                     text.append(
-                        "最後に W_O（w_o）を掛けるのを忘れています。結合しただけでは各ヘッドの"
-                        "出力が並んでいるだけで、ヘッド間の情報が混ざりません。"
+                        "最後に W_O（w_o）を掛けるのを忘れています。out は、結合したものに w_o を"
+                        "掛けた (T, D) です（各ヘッドが W_O の自分の行のブロックを通して書き込み、"
+                        "それが足し合わされます）。"
                     )
                 return "".join(text)
     return (
@@ -333,10 +378,11 @@ def check_multi_head_attention(func: Callable) -> None:
     """Check ``func(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> (out, weights)``.
 
     x is (T, D), each w (D, D), mask (T, T) bool or None; out (T, D), weights (H, T, T).
-    Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (strided or bare-reshape
-    heads, W_O forgotten, scores divided by √d_model (or not at all, or by d_head), the
-    mask ignored, weights averaged over heads, heads merged without the transpose, out
-    and weights swapped, None, an exception).
+    Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (strided, bare-reshape or
+    reversed heads, W_O forgotten, scores divided by √d_model (or not at all, or by
+    d_head), the mask ignored, weights averaged over heads, heads merged without the
+    transpose or in reverse order, out and weights swapped, None, an exception,
+    ``multi_head_attention`` or its loop itself used).
 
     Parameters
     ----------
@@ -353,9 +399,11 @@ def check_multi_head_attention(func: Callable) -> None:
     for case in _mha_cases():
         args = (case.x, *case.weights, case.n_heads)
         if case.mask is None:
-            result = call_student(func, *args)
+            result, called = _call_watching(func, _MHA_REFERENCES, *args)
         else:
-            result = call_student(func, *args, mask=case.mask)
+            result, called = _call_watching(func, _MHA_REFERENCES, *args, mask=case.mask)
+        if called:
+            raise Mistake(called[0])
         if isinstance(result, Raised):
             message = raised_message(result, case.name)
             if isinstance(result.error, TypeError) and case.mask is not None and (

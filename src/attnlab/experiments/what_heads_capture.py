@@ -4,6 +4,13 @@ A 2-layer attention-only model (:mod:`attnlab.model`) is trained on
 :class:`attnlab.tasks.RepeatedSequence`. :func:`trained_model` is cached, so the chapter,
 its live head picker and the tests share one training per seed; everything else reads
 the trained parameters on one fixed evaluation batch.
+
+Heads are found by measurement, not by eye: the two scores of :mod:`attnlab.head_roles`
+(the induction score is Olsson et al.'s prefix matching), :func:`copying_score` (their
+second property: the head raises the logit of the token it attends to), and
+interventions (:func:`head_scores` with heads switched off). :func:`head_importance`
+is Michel et al.'s gradient-based importance; :func:`greedy_pruning_curve` re-measures
+after every head it switches off.
 """
 
 import functools
@@ -13,10 +20,10 @@ import numpy as np
 
 from attnlab.attention import mean_pool_kv
 from attnlab.costs import kv_cache_bytes
-from attnlab.head_roles import induction_score, previous_token_score
-from attnlab.model import ModelConfig, forward, layer_keys, layer_weights
+from attnlab.head_roles import induction_mask, induction_score, previous_token_score
+from attnlab.model import ModelConfig, forward, layer_keys, layer_weights, loss_and_grads
 from attnlab.tasks import Batch, RepeatedSequence
-from attnlab.training import train
+from attnlab.training import PruningCurve, evaluate, train
 
 #: The chapter's model: V=32, D=64, H=4, L=2, learned positions, causal.
 CONFIG = ModelConfig(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=32)
@@ -30,8 +37,9 @@ STEPS = 200
 RECORD_EVERY = 5
 #: The longest period is T/2, so the first copy of every token lies in positions 0 … 15.
 FIRST_COPY = 16
-#: Steps of the short uptraining after pooling K/V heads.
-UPTRAIN_STEPS = 30
+#: Steps of the short uptraining after pooling K/V heads: 5% of STEPS, the share of the
+#: original pre-training Ainslie et al. uptrain for.
+UPTRAIN_STEPS = 10
 _SEQ_LEN = 32
 _EVAL_SEED = 123
 _EXAMPLE_SEED = 2026
@@ -91,7 +99,7 @@ class HeadScores(NamedTuple):
     induction: np.ndarray  # induction score
 
 
-def head_scores(params: dict, batch: Batch | None = None) -> HeadScores:
+def head_scores(params: dict, batch: Batch | None = None, *, ablate=None) -> HeadScores:
     """Previous-token and induction scores of every head of the chapter's model.
 
     Parameters
@@ -100,6 +108,10 @@ def head_scores(params: dict, batch: Batch | None = None) -> HeadScores:
         Parameters of a model with :data:`CONFIG`.
     batch : Batch, optional
         Default :func:`eval_batch`.
+    ablate : iterable of (int, int), optional
+        Heads ``(layer, head)`` switched off while measuring, as in
+        :func:`attnlab.model.forward`: the scores of the later layers then show what
+        those heads contribute to the later heads' weights.
 
     Returns
     -------
@@ -110,7 +122,7 @@ def head_scores(params: dict, batch: Batch | None = None) -> HeadScores:
     Taught in chapter 04.
     """
     batch = eval_batch() if batch is None else batch
-    return _scores(forward(params, batch.tokens, CONFIG).attn, batch.tokens)
+    return _scores(forward(params, batch.tokens, CONFIG, ablate=ablate).attn, batch.tokens)
 
 
 def _scores(attn: list, tokens: np.ndarray) -> HeadScores:
@@ -145,6 +157,143 @@ def emergence(seed: int) -> Emergence:
         accuracy.append((logits.argmax(axis=-1) == targets)[loss_mask].mean())
     return Emergence(run.steps, np.stack([s.previous_early for s in scores]),
                      np.stack([s.induction for s in scores]), np.array(accuracy))
+
+
+def copying_score(params: dict, batch: Batch | None = None,
+                  layer: int = CONFIG.n_layers - 1) -> np.ndarray:
+    """How often each head of the last layer raises most the logit of the token it reads.
+
+    Olsson et al. define an induction head by prefix matching (the induction score) and
+    copying: "the head's output increases the logit corresponding to the attended-to
+    token". In the chapter's attention-only model a last-layer head reaches the logits
+    only directly, so its effect is ``logits − logits with the head switched off``. The
+    score is the share of the positions whose token occurred before at which the token
+    the head attends to most is the one whose logit it raises most: 1 for a head that
+    always copies what it reads, about 1/|V| for one that writes something unrelated.
+
+    Parameters
+    ----------
+    params : dict
+    batch : Batch, optional
+        Default :func:`eval_batch`.
+    layer : int
+        Must be the last layer, where the effect is the head's own.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (H,).
+
+    Taught in chapter 04.
+    """
+    if layer != CONFIG.n_layers - 1:
+        raise ValueError(f"copying_score は最後の層だけを測ります: layer={layer}、"
+                         f"最後の層は {CONFIG.n_layers - 1} です")
+    batch = eval_batch() if batch is None else batch
+    tokens = batch.tokens  # (B, T)
+    full = forward(params, tokens, CONFIG)
+    seen = induction_mask(tokens).any(axis=-1)  # (B, T): the token occurred before
+    scores = np.empty(CONFIG.n_heads)
+    for head in range(CONFIG.n_heads):
+        without = forward(params, tokens, CONFIG, ablate=[(layer, head)]).logits
+        effect = full.logits - without  # (B, T, V): what the head adds to the logits
+        read = full.attn[layer][:, head].argmax(axis=-1)  # (B, T): key it reads most
+        attended = np.take_along_axis(tokens, read, axis=1)  # (B, T): that key's token
+        scores[head] = (effect.argmax(axis=-1) == attended)[seen].mean()
+    return scores
+
+
+def mask_gradients(params: dict, batch: Batch, config: ModelConfig = CONFIG) -> np.ndarray:
+    """∂L/∂ξ for every head: the loss's slope in a factor ξ on the head's output.
+
+    With ξ = 1 for every head (the model as trained), ξ scales head ℓ's output before
+    W_O, which is the same as scaling the rows of W_O that head ℓ writes through. So the
+    slope is ``⟨W_O^(ℓ), ∂L/∂W_O^(ℓ)⟩``, read off one backward pass
+    (:func:`attnlab.model.loss_and_grads`). ``−∂L/∂ξ`` is the first-order estimate of
+    the change of the loss when the head is switched off (ξ: 1 → 0).
+
+    Parameters
+    ----------
+    params : dict
+    batch : Batch
+    config : ModelConfig
+        Default :data:`CONFIG`, the chapter's model.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (n_layers, H).
+
+    Taught in chapter 04.
+    """
+    _, grads = loss_and_grads(params, batch, config)
+    H, Dh = config.n_heads, config.d_head
+    slopes = np.empty((config.n_layers, H))
+    for layer in range(config.n_layers):
+        key = f"layers.{layer}.w_o"
+        w_o = params[key].reshape(H, Dh, -1)  # (H, Dh, D): the rows of each head
+        slopes[layer] = (w_o * grads[key].reshape(H, Dh, -1)).sum(axis=(1, 2))  # (H,)
+    return slopes
+
+
+def head_importance(params: dict, batch: Batch | None = None, *,
+                    normalize: bool = True) -> np.ndarray:
+    """Michel et al.'s importance score of every head: ``I = E_x |∂L(x)/∂ξ|``.
+
+    The mean over the sequences x of the batch of the absolute slope of each sequence's
+    loss in the head's mask variable ξ (:func:`mask_gradients`); as the paper does,
+    each layer's scores are divided by their ℓ2 norm (``normalize``). Heads with low
+    scores are pruned first.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (n_layers, H).
+
+    Chapter 04 describes the score and uses its first-order estimate
+    (:func:`mask_gradients`); on the chapter's nearly perfect model the per-sequence
+    slopes are tiny and their ranking changes with the last bits of training (it differs
+    between CPU levels), so the chapter does not rank heads by it.
+
+    Not taught: described in chapter 04, which does not rank heads by it.
+    """
+    batch = eval_batch() if batch is None else batch
+    rows = range(batch.tokens.shape[0])
+    slopes = np.stack([mask_gradients(params, Batch(*(part[b:b + 1] for part in batch)))
+                       for b in rows])  # (B, n_layers, H)
+    importance = np.abs(slopes).mean(axis=0)  # (n_layers, H)
+    if normalize:
+        importance = importance / np.linalg.norm(importance, axis=1, keepdims=True)
+    return importance
+
+
+def greedy_pruning_curve(params: dict, batch: Batch | None = None) -> PruningCurve:
+    """Switch heads off one by one, each time the one whose removal now costs least.
+
+    Unlike :func:`attnlab.training.pruning_curve`, which ranks the heads once by the
+    loss with each removed alone, every step here re-measures the loss of removing each
+    remaining head given the heads already off, and removes the cheapest.
+
+    Returns
+    -------
+    PruningCurve
+        ``order``, and ``loss``, ``accuracy`` with the first k heads of ``order`` off.
+
+    Taught in chapter 04.
+    """
+    batch = eval_batch() if batch is None else batch
+    every = [(layer, head) for layer in range(CONFIG.n_layers)
+             for head in range(CONFIG.n_heads)]
+    off: list[tuple[int, int]] = []
+    results = [evaluate(params, batch, CONFIG)]
+    while len(off) < len(every):
+        trials = {pair: evaluate(params, batch, CONFIG, ablate=off + [pair])
+                  for pair in every if pair not in off}
+        cheapest = min(trials, key=lambda pair: trials[pair][0])
+        off.append(cheapest)
+        results.append(trials[cheapest])
+    loss, accuracy = (np.array(column) for column in zip(*results, strict=True))
+    return PruningCurve(off, loss, accuracy)
 
 
 def pooled_params(params: dict, n_kv_heads: int) -> tuple[ModelConfig, dict]:

@@ -87,8 +87,8 @@ def head_picker_widget() -> InteractiveFigure:
 KV_CHOICES = {
     "公開値": None,
     "MHA": 1,
-    "H/2": 2,
-    "H/4": 4,
+    "h/2": 2,
+    "h/4": 4,
     "MQA": "mqa",
 }
 #: Context lengths the figure offers.
@@ -133,7 +133,7 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
              for _ in range(slots)]  # Hkv, the cache size and the published mark
     ax_bar.set(xlim=(-0.6, slots - 0.4), ylim=(0, 1.1), xticks=[], yticks=[],
                ylabel="KV キャッシュ（対数目盛）")
-    ax_bar.set_xlabel("K/V ヘッド数 Hkv とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=52)
+    ax_bar.set_xlabel("K/V ヘッド数 h_kv とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=52)
     heading = ax_bar.set_title(" ")
     ax_text.axis("off")
     ax_text.set_title("fp16（2 バイト）、バッチ 1", fontsize=10)
@@ -169,9 +169,9 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
         cost = kv_cost(config, n_kv, seq_len)
         kind = "MHA" if n_kv == config.n_heads else "MQA" if n_kv == 1 else "GQA"
         texts = [
-            f"選択：「{kv}」→ Hkv = {n_kv}（{kind}）",
-            f"層 {config.n_layers}、クエリヘッド H = {config.n_heads}、"
-            f"Dh = {config.d_head}",
+            f"選択：「{kv}」→ h_kv = {n_kv}（{kind}）",
+            f"層 {config.n_layers}、クエリヘッド h = {config.n_heads}、"
+            f"d_k = {config.d_head}",
             f"1 つの K/V ヘッドを共有するクエリヘッド：{config.n_heads // n_kv} 個",
             f"W_K と W_V のパラメータ（全層）：{cost.kv_params:,}",
             f"KV キャッシュ / トークン：{format_bytes(cost.bytes_per_token)}",

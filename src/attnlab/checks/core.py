@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-#: Attribute that :func:`checker` sets on a check (its name), so ``attnlab.checks`` can
-#: collect it.
+#: Attribute that :func:`checker` sets on a check (its name): ``tests/test_registries.py``
+#: finds every check by it and names one that ``attnlab.checks`` does not list.
 CHECK_ATTRIBUTE = "attnlab_check"
 
 
@@ -356,7 +356,8 @@ def checker(success: str) -> Callable[[Callable[[Callable], None]],
     :func:`call_student` gives 【未実装】. Nothing else escapes: an unexpected error in
     the check itself is reported in one line, without a traceback. The check's
     ``evaluate(func)`` returns the same verdict as a :class:`CheckResult` without
-    printing. ``attnlab.checks`` collects every check made with it in a topic module.
+    printing. List every check made with it in ``attnlab.checks`` (its import, ``CHECKS``
+    and ``__all__``): ``tests/test_registries.py`` names one that is missing.
 
     Not taught: machinery for writing a check (CONTRIBUTING.md).
     """

@@ -270,8 +270,8 @@ def check_attention(func: Callable) -> None:
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        True (``.passed``) if every hidden case matches.
 
     Taught in chapter 01.
     """

@@ -1,5 +1,5 @@
 // Accessibility fixes of the theme's markup, found by axe-core in `make test-browser`
-// (scripts/browser_test.py). The project's own script, loaded on every page like
+// (tests/e2e/browser_test.py). The project's own script, loaded on every page like
 // attnlab-live.js; each fix is narrow and says what axe reported.
 (function () {
   "use strict";

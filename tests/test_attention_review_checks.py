@@ -1,9 +1,10 @@
 """Chapter 01's self-check check_attention: each typical wrong answer gets its diagnosis;
 nothing escapes a check. The machinery of attnlab.checks.core (call_student,
-returned_array, checker) is tested here through it."""
+returned_array, checker, call_refusing) is tested here through it."""
 
 import builtins
 import contextlib
+import functools
 import io
 import sys
 from pathlib import Path
@@ -14,18 +15,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import attnlab.attention
-from attnlab import scaled_dot_product_attention, softmax
+from attnlab import RoPE, scaled_dot_product_attention, softmax
 from attnlab.checks import (
     CHECKS,
     CheckResult,
     Mistake,
     Raised,
+    Unimplemented,
     call_student,
     check_attention,
     checker,
     returned_array,
 )
 from attnlab.checks.attention_review import _attention_cases
+from attnlab.checks.core import call_refusing
 
 
 def student_attention(*, scale="sqrt", axis=-1, mask_mode="right", form="q@k.T",
@@ -220,6 +223,42 @@ def test_call_student_returns_exceptions_and_copies_inputs():
     result = call_student(clobber, x)
     assert isinstance(result, Raised) and str(result.error) == "だめ"
     assert np.all(x == 1)
+
+
+class _Holder:
+    """A callable object whose method hands the work to the reference."""
+
+    def __call__(self, q, k, v, mask=None):
+        return getattr(attnlab.attention, "scaled_dot_" + "product_attention")(q, k, v, mask)
+
+
+def test_call_refusing_refuses_the_reference_however_it_is_reached():
+    q, k, v = (np.ones((2, 3)) for _ in range(3))
+    references = {scaled_dot_product_attention: "使っています"}
+    for answer in (scaled_dot_product_attention, _Holder(),
+                   functools.partial(scaled_dot_product_attention, mask=None),
+                   lambda q, k, v: attnlab.attention.scaled_dot_product_attention(q, k, v)):
+        with pytest.raises(Mistake, match="^使っています$"):
+            call_refusing(answer, references, q, k, v)
+    # a class: any of its methods; without a message, the standard one naming it
+    with pytest.raises(Mistake, match="attnlab の RoPE を使っています。この練習問題では RoPE を"):
+        call_refusing(lambda x: RoPE(convention="half").apply(x, [0, 1]), (RoPE,), q)
+
+
+def test_call_refusing_returns_what_call_student_returns():
+    q, k, v = (np.ones((2, 3)) for _ in range(3))
+    out, weights = call_refusing(student_attention(), (softmax,), q, k, v)
+    assert np.allclose(weights, 0.5) and np.allclose(out, 1.0)
+    raised = call_refusing(lambda q, k, v: q @ k, (softmax,), q, k, v)
+    assert isinstance(raised, Raised) and isinstance(raised.error, ValueError)
+
+    def stub(q, k, v):
+        raise NotImplementedError
+
+    before = sys.getprofile()
+    with pytest.raises(Unimplemented):
+        call_refusing(stub, (softmax,), q, k, v)
+    assert sys.getprofile() is before  # the hook is removed, whatever the answer did
 
 
 def test_returned_array_explains_none_shape_and_dtype():

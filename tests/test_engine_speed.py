@@ -28,7 +28,7 @@ from attnlab.model import (
     init_params,
     loss_grads_accuracy,
 )
-from attnlab.positional import RoPE
+from attnlab.positional import ROPE_SCALINGS, RoPE
 from attnlab.tasks import Batch, PreviousToken, RepeatedSequence, TwoPositions
 from attnlab.training import Adam, train
 
@@ -81,16 +81,30 @@ def test_the_fast_step_is_the_readable_step(setting, n_layers):
     assert_same_step(config, params, batch_for(config))
 
 
-@pytest.mark.parametrize("rope", [
-    dict(rope_scale=3.0), dict(rope_scale=4.0, rope_scaling="yarn", rope_original_max_len=8),
-    dict(rope_scale=2.0, rope_scaling="ntk"), dict(rope_base=500.0),
-], ids=["pi", "yarn", "ntk", "base"])
+#: Stretched RoPE: every value of ``rope_scaling`` the model accepts, and another base.
+STRETCHED = {
+    "pi": dict(rope_scale=3.0),
+    "yarn": dict(rope_scale=4.0, rope_scaling="yarn", rope_original_max_len=8),
+    "ntk": dict(rope_scale=2.0, rope_scaling="ntk"),
+    "base": dict(rope_base=500.0),
+    "yarn_turns": dict(rope_scale=4.0, rope_scaling="yarn_turns", rope_original_max_len=8),
+    "yarn_no_temp": dict(rope_scale=4.0, rope_scaling="yarn_no_temp", rope_original_max_len=8),
+}
+
+
+@pytest.mark.parametrize("rope", STRETCHED.values(), ids=STRETCHED.keys())
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_fast_step_is_the_readable_step_with_stretched_rope(rope, dtype):
     config = ModelConfig(vocab_size=7, d_model=16, n_heads=4, n_layers=2, max_len=8,
                          positional="rope", n_kv_heads=2, dtype=dtype, **rope)
     params = init_params(config, np.random.default_rng(2))
     assert_same_step(config, params, batch_for(config, T=9))
+
+
+def test_every_rope_scaling_is_compared():
+    # a scaling added to attnlab.positional must be added to STRETCHED (and to the fast path)
+    tried = {rope.get("rope_scaling", "pi") for rope in STRETCHED.values()}
+    assert tried == set(ROPE_SCALINGS), set(ROPE_SCALINGS) - tried
 
 
 @pytest.mark.parametrize("ablate", [[(0, 1)], [(1, 3), (1, 0)], [(0, 0), (0, 1), (0, 2), (0, 3)]],

@@ -178,6 +178,22 @@ def test_the_package_functions_are_refused(capsys, func, name):
     assert ok.passed is False and f"attnlab の {name} を使っています" in text, text
 
 
+def test_a_students_own_helper_named_like_a_package_function_is_not_refused(capsys):
+    # a notebook where the student wrote a helper of their own called rope_angles: it
+    # shadows the imported one and never runs attnlab's code, so the answer is theirs
+    namespace = {"np": np}
+    exec("def rope_angles(positions, d_head, base):\n"
+         "    theta = base ** (-np.arange(0, d_head, 2) / d_head)\n"
+         "    return np.outer(positions, theta)\n"
+         "def my_rope_half(x, positions, base=10000.0):\n"
+         "    angles = np.tile(rope_angles(positions, x.shape[1], base), 2)\n"
+         "    half = x.shape[1] // 2\n"
+         "    turned = np.concatenate([-x[:, half:], x[:, :half]], axis=1)\n"
+         "    return x * np.cos(angles) + turned * np.sin(angles)\n", namespace)
+    ok, text = _verdict(capsys, namespace["my_rope_half"])
+    assert ok.passed is True, text
+
+
 def test_an_answer_right_only_for_the_chapters_example_fails(capsys):
     # the chapter's example: Dh = 8, its θ = [1, 0.1, 0.01, 0.001] written in
     def my_rope_half(x, positions, base=10000.0):
@@ -431,12 +447,21 @@ def test_an_answer_for_the_chapters_model_only_fails(capsys):
     assert "【不正解】" in capsys.readouterr().out
 
 
+def _with_permute_head_columns(params, n_heads, n_kv_heads):
+    d_head = params["layers.0.w_q"].shape[1] // n_heads
+    perm = np.r_[0:d_head:2, 1:d_head:2]  # the permutation written by hand
+    return {name: permute_head_columns(w, n_heads if name.endswith("w_q") else n_kv_heads, perm)
+            if name.endswith(("w_q", "w_k")) else w for name, w in params.items()}
+
+
 @pytest.mark.parametrize("func, name", [
+    (_with_permute_head_columns, "permute_head_columns"),
+    (lambda p, h, k: {n: v[:, half_layout_permutation(v.shape[1])] for n, v in p.items()},
+     "half_layout_permutation"),
+    # both: the message names the one that ran first (the argument, before the call)
     (lambda p, h, k: {n: (permute_head_columns(v, h if n.endswith("w_q") else k,
                                                half_layout_permutation(v.shape[1] // h))
                           if n.endswith(("w_q", "w_k")) else v) for n, v in p.items()},
-     "permute_head_columns"),
-    (lambda p, h, k: {n: v[:, half_layout_permutation(v.shape[1])] for n, v in p.items()},
      "half_layout_permutation"),
 ])
 def test_the_chapters_conversion_functions_are_refused(capsys, func, name):

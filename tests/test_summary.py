@@ -273,3 +273,19 @@ def test_first_layer_weights_rejects_positions_of_another_length():
     config, params = _fresh("RoPE")
     with pytest.raises(ValueError, match="positions"):
         first_layer_weights(params, config, TOKENS, np.arange(L + 1))
+
+
+def test_chapter_11_retypes_no_chapters_setting():
+    # every CHNN_ setting of summary.py is a name imported from the chapter's module (or
+    # computed from one), never a number or a string typed again
+    import ast
+
+    import attnlab.experiments.summary as summary
+
+    tree = ast.parse(Path(summary.__file__).read_text(encoding="utf-8"))
+    settings = [node for node in tree.body if isinstance(node, ast.Assign)
+                and re.search(r"\bCH\d\d_", ast.unparse(node.targets[0]))]
+    assert len(settings) >= 9  # one line per chapter 01-09
+    for node in settings:
+        typed = [c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)]
+        assert not typed, f"{ast.unparse(node)}: {typed} を章のモジュールから import してください"

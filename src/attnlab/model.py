@@ -99,12 +99,15 @@ class ModelConfig:
         True: a query sees only keys at its own or earlier positions.
     rope_base, rope_scale : float
         RoPE's base and position-interpolation factor (``positions / rope_scale``).
-    rope_scaling : {"pi", "ntk", "yarn"}
-        How ``rope_scale`` stretches the context (see :class:`attnlab.positional.RoPE`):
-        position interpolation (the default, as before), NTK-aware base, or YaRN with its
-        attention temperature.
+    rope_scaling : {"pi", "ntk", "yarn", "yarn_turns", "yarn_no_temp"}
+        How ``rope_scale`` stretches the context (``attnlab.positional.ROPE_SCALINGS``;
+        see :class:`attnlab.positional.RoPE`): position interpolation (the default),
+        NTK-aware base, YaRN with its attention temperature, and chapter 10's two
+        ablations of YaRN: its ramp linear in the number of turns as the paper writes it
+        (``"yarn_turns"``) and its frequencies without the temperature
+        (``"yarn_no_temp"``).
     rope_original_max_len : int, optional
-        The trained length YaRN needs; None means ``max_len``.
+        The trained length the three YaRN scalings need; None means ``max_len``.
     dtype : {"float32", "float64"}
         The precision of parameters and activations.
 

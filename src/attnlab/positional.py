@@ -1,8 +1,12 @@
 """Ways to tell attention where a token is: sinusoidal, learned, RoPE, ALiBi.
 
 Pure numpy. Absolute encodings (sinusoidal, learned) return vectors that are added to
-the token embeddings; RoPE rotates queries and keys inside attention; ALiBi adds a bias
-to the scores. Shapes use the vocabulary of the package docstring.
+the token embeddings; RoPE rotates queries and keys inside attention (in either layout of
+its pairs, or only a part of each head: partial rotary); ALiBi adds a bias to the scores.
+RoPE is stretched to a longer context by position interpolation, the NTK-aware base,
+YaRN or two ablations of YaRN (``ROPE_SCALINGS``, :func:`rope_inv_freq`, what the model
+runs); the dynamic NTK base and Llama 3.1's rule are here to be compared with them.
+Shapes use the vocabulary of the package docstring.
 """
 
 import math

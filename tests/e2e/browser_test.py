@@ -1,6 +1,6 @@
 """Open every page of the built book in headless Chromium and check what a reader sees.
 
-Usage: python -m scripts.browser_test [_build/html]
+Usage: python -m tests.e2e.browser_test [_build/html]
 
 The site is served on 127.0.0.1 (a free port, a thread in this process) and every page
 of ``_toc.yml`` is opened with Playwright driving Debian's Chromium (``/usr/bin/chromium``,

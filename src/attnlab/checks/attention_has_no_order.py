@@ -4,21 +4,24 @@ ceiling of a batch of :class:`attnlab.tasks.PreviousToken`.
 As in chapter 01, the diagnosis is computed: the check builds what each typical mistake
 would return and says which one the answer matches. The chapter imports
 :func:`~attnlab.experiments.attention_has_no_order.order_blind_ceiling` in its setup cell,
-so an answer that hands the work to it is refused (:func:`calls_reference`).
+so an answer that hands the work to it is refused
+(:func:`attnlab.checks.core.call_refusing`).
 """
 
 from __future__ import annotations
 
-import functools
-import types
-from collections.abc import Callable
 from itertools import product
 
 import numpy as np
 
-from attnlab.checks.core import Mistake, Raised, call_student, checker, raised_message
+from attnlab.checks.core import Mistake, Raised, call_refusing, checker, raised_message
 from attnlab.experiments.attention_has_no_order import order_blind_ceiling
 from attnlab.tasks import PreviousToken
+
+#: The chapter imports the reference: an answer that hands the work to it is refused.
+_REFERENCES = {order_blind_ceiling: (
+    "attnlab の order_blind_ceiling をそのまま使っています。この練習問題は、同じ計算を自分で"
+    "書くことです（order_blind_ceiling は答え合わせに使います）。")}
 
 _DIAGNOSES = {
     ("self", True): (
@@ -44,61 +47,6 @@ _DIAGNOSES = {
         "いちばん多いトークンを答えるのが最善です。"
     ),
 }
-
-
-def calls_reference(func: Callable, reference: Callable) -> bool:
-    """Does the student's ``func`` hand its work to ``reference`` (a function of attnlab)?
-
-    True if ``func`` is ``reference`` (also through ``functools.partial`` or
-    ``__wrapped__``), or if its code, or the code of a function it defines inside or
-    calls from the same notebook, names ``reference``: a global, a closure variable or a
-    module attribute bound to it. A self-check calls this when the chapter's setup cell
-    makes ``reference`` visible, so that passing it (or a one-line wrapper) is not
-    accepted as the student's own answer.
-
-    Not taught: machinery of the self-checks (a candidate for :mod:`attnlab.checks.core`).
-    """
-    seen: set[int] = set()
-
-    def reaches(f, depth: int) -> bool:
-        if f is reference:
-            return True
-        if isinstance(f, functools.partial):
-            return reaches(f.func, depth)
-        wrapped = getattr(f, "__wrapped__", None)
-        if wrapped is not None and reaches(wrapped, depth):
-            return True
-        code = getattr(f, "__code__", None)
-        if not isinstance(code, types.CodeType) or id(f) in seen or depth < 0:
-            return False
-        seen.add(id(f))
-        names, stack = set(), [code]
-        while stack:  # the function's code and every function or lambda defined inside it
-            c = stack.pop()
-            names.update(c.co_names)
-            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        spaces = getattr(f, "__globals__", {})
-        values = [spaces[n] for n in names if n in spaces]
-        for cell in getattr(f, "__closure__", None) or ():
-            try:
-                values.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                continue
-        for value in values:
-            if value is reference:
-                return True
-            if isinstance(value, types.ModuleType):
-                if reference.__name__ in names and getattr(
-                        value, reference.__name__, None) is reference:
-                    return True  # e.g. attnlab.positional.lookup_positions(...)
-            elif getattr(value, "__globals__", None) is spaces and reaches(value, depth - 1):
-                return True  # a helper the student wrote in the same notebook
-        return False
-
-    try:
-        return reaches(func, 3)
-    except Exception:  # an object that cannot be inspected is not the reference
-        return False
 
 
 def _cases() -> list[tuple[str, np.ndarray, np.ndarray, int]]:
@@ -193,12 +141,8 @@ def check_order_blind_ceiling(func) -> None:
 
     Taught in chapter 05.
     """
-    if calls_reference(func, order_blind_ceiling):
-        raise Mistake("attnlab の order_blind_ceiling をそのまま使っています。この練習問題は、"
-                      "同じ計算を自分で書くことです（order_blind_ceiling は答え合わせに"
-                      "使います）。")
     for case, tokens, loss_mask, vocab_size in _cases():
-        result = call_student(func, tokens, loss_mask, vocab_size)
+        result = call_refusing(func, _REFERENCES, tokens, loss_mask, vocab_size)
         if isinstance(result, Raised):
             hint = ""
             if vocab_size > 32:  # the earlier cases passed: only the vocabulary is larger

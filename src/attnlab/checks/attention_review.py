@@ -10,7 +10,6 @@ example alone fails. The chapter imports ``scaled_dot_product_attention`` and
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
@@ -22,6 +21,7 @@ from attnlab.attention import scaled_dot_product_attention, softmax
 from attnlab.checks.core import (
     Mistake,
     Raised,
+    call_refusing,
     call_student,
     checker,
     raised_message,
@@ -71,11 +71,11 @@ _EXAMPLE_DIVISOR = 2.0
 #: The package's functions that compute what my_attention must compute. Chapter 01
 #: imports them in its setup cell, so an answer could call them instead of its own code.
 _REFERENCES = {
-    scaled_dot_product_attention.__code__: (
+    scaled_dot_product_attention: (
         "scaled_dot_product_attention を呼んでいます。この練習問題では、それを使わずに、"
         "q @ k.T から出力までを自分で組み立ててください（本文のステップ 1〜5）。"
     ),
-    softmax.__code__: (
+    softmax: (
         "attnlab の softmax を呼んでいます。softmax も自分で書いてください："
         "各行の最大値を引いてから exp を取り、行の和で割ります。"
     ),
@@ -237,29 +237,6 @@ def _probe_score_form(func: Callable) -> str | None:
     return None
 
 
-def _call_watching_references(func: Callable, *args: Any,
-                              **kwargs: Any) -> tuple[Any, list[str]]:
-    """``call_student(func, …)``, and the messages of the reference functions it called.
-
-    A profile hook sees every Python call made while ``func`` runs, however the student
-    reached the function (imported name, ``attnlab.…``, an alias, ``func`` itself).
-    """
-    called: list[str] = []
-
-    def watch(frame, event, arg):
-        if event == "call" and (message := _REFERENCES.get(frame.f_code)):
-            if message not in called:
-                called.append(message)
-
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        result = call_student(func, *args, **kwargs)
-    finally:
-        sys.setprofile(previous)
-    return result, called
-
-
 def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
     Tq, Tk, d_v = case.q.shape[0], case.k.shape[0], case.v.shape[1]
     first, second = returned_pair(value, (Tq, d_v), (Tq, Tk))
@@ -293,19 +270,17 @@ def check_attention(func: Callable) -> None:
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        True (``.passed``) if every hidden case matches.
 
     Taught in chapter 01.
     """
     for case in _attention_cases():
         inputs = (case.q, case.k, case.v)
         if case.mask is None:
-            result, references = _call_watching_references(func, *inputs)
+            result = call_refusing(func, _REFERENCES, *inputs)
         else:
-            result, references = _call_watching_references(func, *inputs, mask=case.mask)
-        if references:
-            raise Mistake(references[0])
+            result = call_refusing(func, _REFERENCES, *inputs, mask=case.mask)
         if isinstance(result, Raised):
             message = raised_message(result, case.name)
             if isinstance(result.error, TypeError) and case.mask is not None and (

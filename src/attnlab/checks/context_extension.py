@@ -12,7 +12,7 @@ As in chapter 01's check, the diagnosis is computed: the check builds what each 
 mistake would return and says which one the answer matches. The hidden cases have head
 widths, lengths and scales that are not powers of two or whole numbers, and the checks
 refuse the package's own functions that the chapter imports
-(:func:`attnlab.checks.rope.refuse_reference`).
+(:func:`attnlab.checks.core.call_refusing`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ import numpy as np
 from attnlab.checks.core import (
     Mistake,
     Raised,
+    call_refusing,
     call_student,
     checker,
     raised_message,
     returned_array,
 )
-from attnlab.checks.rope import refuse_reference
 from attnlab.experiments.context_extension import angle_coverage
 from attnlab.positional import (
     RoPE,
@@ -143,8 +143,7 @@ _NTK_CASES = (
     ("base=500000、s=8、d_head=96 のケース", 500000.0, 8.0, 96),
     ("整数で渡したケース（base=10000、s=3、d_head=24）", 10000, 3, np.int64(24)),
 )
-_NTK_REFERENCES = {"ntk_scaled_base": ntk_scaled_base, "dynamic_ntk_base": dynamic_ntk_base,
-                   "rope_inv_freq": rope_inv_freq, "RoPE": RoPE, "angle_coverage": angle_coverage}
+_NTK_REFERENCES = (ntk_scaled_base, dynamic_ntk_base, rope_inv_freq, RoPE, angle_coverage)
 
 
 def _ntk_mistakes(base, scale, d_head):
@@ -188,9 +187,8 @@ def check_ntk_scaled_base(func: Callable) -> None:
 
     Taught in chapter 09.
     """
-    refuse_reference(func, _NTK_REFERENCES)
     for case, base, scale, d_head in _NTK_CASES:
-        result = call_student(func, base, scale, d_head)
+        result = call_refusing(func, _NTK_REFERENCES, base, scale, d_head)
         if isinstance(result, Raised):
             raise Mistake(raised_message(result, case))
         value = _as_scalar(result, case)
@@ -215,12 +213,8 @@ _YARN_CASES = (
     ("d_head=96・base=500000・L=3000・s=3 のケース", 96, 500000.0, 3.0, 3000, 32.0, 1.0),
     ("d_head=20・L=700・s=6・β=16・α=2 のケース", 20, 10000.0, 6.0, 700, 16.0, 2.0),
 )
-_YARN_REFERENCES = {"yarn_inv_freq": yarn_inv_freq, "rope_inv_freq": rope_inv_freq,
-                    "RoPE": RoPE, "yarn_ramp": yarn_ramp,
-                    "yarn_correction_range": yarn_correction_range,
-                    "by_parts_inv_freq": by_parts_inv_freq,
-                    "yarn_turns_inv_freq": yarn_turns_inv_freq,
-                    "angle_coverage": angle_coverage}
+_YARN_REFERENCES = (yarn_inv_freq, rope_inv_freq, RoPE, yarn_ramp, yarn_correction_range,
+                    by_parts_inv_freq, yarn_turns_inv_freq, angle_coverage)
 
 
 def _yarn_variant(d_head, base, scale, L, beta_fast, beta_slow, how):
@@ -279,10 +273,9 @@ def check_yarn_inv_freq(func: Callable) -> None:
 
     Taught in chapter 09.
     """
-    refuse_reference(func, _YARN_REFERENCES)
     for case, d_head, base, scale, L, beta_fast, beta_slow in _YARN_CASES:
-        result = call_student(func, d_head, base, scale, L, beta_fast=beta_fast,
-                              beta_slow=beta_slow)
+        result = call_refusing(func, _YARN_REFERENCES, d_head, base, scale, L,
+                               beta_fast=beta_fast, beta_slow=beta_slow)
         if isinstance(result, Raised):
             message = raised_message(result, case)
             if isinstance(result.error, TypeError) and "beta" in str(result.error):

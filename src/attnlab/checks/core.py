@@ -13,28 +13,31 @@ The line is all a notebook shows: the check returns its :class:`CheckResult` (tr
 正解), which displays nothing more, so no bare ``True`` / ``False`` follows the line. It
 never shows a traceback: exceptions raised by the student's code (with the line of the
 student's code where they happened), ``None``, wrong shapes and dtypes are explained in
-one or two sentences.
+one or two sentences. When the chapter imports the reference the student is asked to
+write, the check runs the answer with :func:`call_refusing`, which refuses an answer that
+is, or calls, the reference.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import linecache
 import re
 import sys
 import sysconfig
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import CodeType, TracebackType
 from typing import Any
 
 import numpy as np
 
-#: Attribute that :func:`checker` sets on a check (its name), so ``attnlab.checks`` can
-#: collect it.
+#: Attribute that :func:`checker` sets on a check (its name): ``tests/test_registries.py``
+#: finds every check by it and names one that ``attnlab.checks`` does not list.
 CHECK_ATTRIBUTE = "attnlab_check"
 
 
@@ -177,6 +180,66 @@ def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
             return Raised(err, student_line(err.__traceback__.tb_next))
 
 
+def _codes(reference: Callable | type) -> list[CodeType]:
+    """The code objects that run when ``reference`` (a function or a class) is used."""
+    if isinstance(reference, type):  # a class: every method, property and its __init__
+        members = []
+        for member in vars(reference).values():
+            if isinstance(member, staticmethod | classmethod):
+                member = member.__func__
+            if isinstance(member, property):
+                members.extend(f for f in (member.fget, member.fset) if f is not None)
+            elif callable(member):
+                members.append(member)
+        return [code for member in members for code in _codes(member)]
+    code = getattr(inspect.unwrap(reference), "__code__", None)
+    return [code] if isinstance(code, CodeType) else []
+
+
+def call_refusing(func: Callable,
+                  references: Mapping[Callable | type, str] | Iterable[Callable | type],
+                  *args: Any, **kwargs: Any) -> Any:
+    """``call_student(func, …)``, refusing an answer that is, or calls, a reference.
+
+    ``references`` are the functions (or classes) of attnlab that the chapter's setup
+    cell imports and that compute what the exercise asks the student to write: a mapping
+    to the message the student reads if the answer uses one, or just the references for
+    the standard message (``attnlab の apply_rope を使っています。…``). A profile
+    hook watches every Python call made while ``func`` runs, so the answer is refused
+    however it reached the reference: the reference passed itself, a wrapper, a
+    ``functools.partial``, an alias, ``attnlab.….name``, a helper of the student's that
+    calls it, a method of a class of attnlab. If one of them ran, :class:`Mistake` is
+    raised with the message of the first that ran; otherwise the result is returned as
+    :func:`call_student` returns it.
+
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    """
+    watched: dict[CodeType, str] = {}
+    pairs = (references.items() if isinstance(references, Mapping)
+             else ((reference, None) for reference in references))
+    for reference, message in pairs:
+        name = getattr(reference, "__name__", str(reference))
+        for code in _codes(reference):
+            watched.setdefault(code, message or (
+                f"attnlab の {name} を使っています。この練習問題では {name} を使わずに、"
+                "自分で計算してください（書いたあとの確かめには使えます）。"))
+    ran: list[str] = []
+
+    def watch(frame, event, arg):
+        if event == "call" and not ran and (message := watched.get(frame.f_code)):
+            ran.append(message)
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        result = call_student(func, *args, **kwargs)
+    finally:
+        sys.setprofile(previous)
+    if ran:
+        raise Mistake(ran[0])
+    return result
+
+
 def shape_of(value: Any) -> tuple[int, ...] | None:
     """``np.shape`` of something the student returned; None for ragged nested lists.
 
@@ -293,7 +356,8 @@ def checker(success: str) -> Callable[[Callable[[Callable], None]],
     :func:`call_student` gives 【未実装】. Nothing else escapes: an unexpected error in
     the check itself is reported in one line, without a traceback. The check's
     ``evaluate(func)`` returns the same verdict as a :class:`CheckResult` without
-    printing. ``attnlab.checks`` collects every check made with it in a topic module.
+    printing. List every check made with it in ``attnlab.checks`` (its import, ``CHECKS``
+    and ``__all__``): ``tests/test_registries.py`` names one that is missing.
 
     Not taught: machinery for writing a check (CONTRIBUTING.md).
     """

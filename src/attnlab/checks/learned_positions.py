@@ -17,16 +17,20 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.checks.attention_has_no_order import calls_reference
 from attnlab.checks.core import (
     Mistake,
     Raised,
-    call_student,
+    call_refusing,
     checker,
     raised_message,
     returned_array,
 )
 from attnlab.positional import lookup_positions
+
+#: The chapter imports the reference: an answer that hands the work to it is refused.
+_REFERENCES = {lookup_positions: (
+    "attnlab の lookup_positions をそのまま使っています。この練習問題は、"
+    "同じ引き方（範囲の判定を含めて）を自分で書くことです。")}
 
 #: Rows of the table in the chapter's own example (section 1): an answer that writes
 #: this number in instead of ``len(table)`` is named.
@@ -83,7 +87,7 @@ def _diagnose_rows(case: _Case, rows: np.ndarray) -> str:
 
 
 def _check_inside(func: Callable, case: _Case) -> None:
-    result = call_student(func, case.table, case.positions)
+    result = call_refusing(func, _REFERENCES, case.table, case.positions)
     if isinstance(result, Raised):
         message = raised_message(result, case.name)
         if isinstance(result.error, IndexError):
@@ -123,13 +127,13 @@ def _raises_index_error(func: Callable, case: _Case, position: int) -> bool:
     """Does ``func`` raise IndexError when ``position`` replaces every outside position?"""
     p = np.asarray(case.positions)
     probe = np.where((p < 0) | (p >= len(case.table)), position, p)
-    result = call_student(func, case.table, probe)
+    result = call_refusing(func, _REFERENCES, case.table, probe)
     return isinstance(result, Raised) and isinstance(result.error, IndexError)
 
 
 def _check_outside(func: Callable, case: _Case, bad: int) -> None:
     n = len(case.table)
-    result = call_student(func, case.table, case.positions)
+    result = call_refusing(func, _REFERENCES, case.table, case.positions)
     if isinstance(result, Raised):
         if isinstance(result.error, IndexError):
             return
@@ -208,9 +212,6 @@ def check_position_lookup(func: Callable) -> None:
 
     Taught in chapter 07.
     """
-    if calls_reference(func, lookup_positions):
-        raise Mistake("attnlab の lookup_positions をそのまま使っています。この練習問題は、"
-                      "同じ引き方（範囲の判定を含めて）を自分で書くことです。")
     for case in _inside_cases():
         _check_inside(func, case)
     for case, bad in _outside_cases():

@@ -18,13 +18,12 @@ import numpy as np
 from attnlab.checks.core import (
     Mistake,
     Raised,
-    call_student,
+    call_refusing,
     checker,
     raised_message,
     returned_array,
     shape_of,
 )
-from attnlab.checks.rope import refuse_reference
 from attnlab.positional import alibi_bias, alibi_slopes
 
 #: (case name, n_heads, seq_len) of the hidden cases; h = 4 tells 2^(−8(ℓ+1)/h) from 1/2^(ℓ+1).
@@ -35,7 +34,7 @@ _CASES = (
     ("16 ヘッド・長さ 7 のケース", 16, 7),
     ("2 ヘッド・長さ 3 のケース", 2, 3),
 )
-_REFERENCES = {"alibi_bias": alibi_bias, "alibi_slopes": alibi_slopes}
+_REFERENCES = (alibi_bias, alibi_slopes)
 
 _SLOPE_DIAGNOSES = {
     "from0": (
@@ -102,9 +101,8 @@ def check_alibi_bias(func) -> None:
 
     Taught in chapter 10.
     """
-    refuse_reference(func, _REFERENCES)
     for case, n_heads, seq_len in _CASES:
-        result = call_student(func, n_heads, seq_len)
+        result = call_refusing(func, _REFERENCES, n_heads, seq_len)
         if isinstance(result, Raised):
             raise Mistake(raised_message(result, case))
         shape = shape_of(result)

@@ -12,13 +12,11 @@ inverse permutation, rows instead of columns, one permutation over all heads, W_
 handled like W_Q) and says which one the answer matches.
 
 A check refuses the package's own function when the chapter's setup cell imports it
-(:func:`refuse_reference`): the exercise asks the student to write it.
+(:func:`attnlab.checks.core.call_refusing`): the exercise asks the student to write it.
 """
 
 from __future__ import annotations
 
-import functools
-import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import product
@@ -29,7 +27,7 @@ from attnlab.attention import causal_mask, multi_head_attention
 from attnlab.checks.core import (
     Mistake,
     Raised,
-    call_student,
+    call_refusing,
     checker,
     raised_message,
     returned_array,
@@ -38,68 +36,8 @@ from attnlab.experiments.rope import half_layout_permutation, permute_head_colum
 from attnlab.model import ModelConfig, forward, init_params, layer_keys, layer_weights
 from attnlab.positional import RoPE, apply_rope, rope_angles
 
-# --- the package's own functions are not an answer ---------------------------------------
-
-
-def _unwrap(func):
-    while isinstance(func, functools.partial):
-        func = func.func
-    return getattr(func, "__func__", func)  # a bound method: its function
-
-
-def _code_objects(func):
-    """The code of ``func`` and of every function or lambda defined inside it."""
-    code = getattr(_unwrap(func), "__code__", None)
-    stack = [code] if code is not None else []
-    while stack:
-        code = stack.pop()
-        yield code
-        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-
-
-def _reference_used(func, references: Mapping[str, object], depth: int = 2) -> str | None:
-    """The name of the reference ``func`` is, calls by name, or calls through a global
-    that holds it (also inside the student's own helper functions, ``depth`` deep)."""
-    target = _unwrap(func)
-    for name, reference in references.items():
-        if target is reference:
-            return name
-    found_globals = getattr(target, "__globals__", {})
-    for code in _code_objects(func):
-        for used in code.co_names:
-            if used in references:
-                return used
-            value = found_globals.get(used)
-            for name, reference in references.items():
-                if value is not None and _unwrap(value) is reference:
-                    return name
-            helper = _unwrap(value) if value is not None else None
-            if (depth > 0 and isinstance(helper, types.FunctionType)
-                    and helper.__module__ == getattr(target, "__module__", None)
-                    and helper is not target):
-                inner = _reference_used(helper, references, depth - 1)
-                if inner is not None:
-                    return inner
-    return None
-
-
-def refuse_reference(func: Callable, references: Mapping[str, object]) -> None:
-    """Raise :class:`Mistake` if ``func`` is, or calls, one of the package's ``references``.
-
-    The chapter's setup cell imports these functions, so the student could pass one of
-    them, or wrap it, and be told 【正解】 without writing anything. Detected: the function
-    itself (or a ``functools.partial`` of it), its name in the student's code, a global
-    alias of it, and the same inside the student's own helpers.
-
-    Not taught: machinery of the self-checks (CONTRIBUTING.md).
-    """
-    used = _reference_used(func, references)
-    if used is not None:
-        raise Mistake(f"attnlab の {used} を使っています。この練習問題では {used} を使わずに、"
-                      "自分で計算してください（書いたあとの確かめには使えます）。")
-
-
-_ROPE_REFERENCES = {"apply_rope": apply_rope, "RoPE": RoPE, "rope_angles": rope_angles}
+#: The package's functions the chapter imports that an answer must not use.
+_ROPE_REFERENCES = (apply_rope, RoPE, rope_angles)
 
 _DIAGNOSES = {
     ("layout", "adjacent"): (
@@ -247,12 +185,12 @@ def check_rope_half(func: Callable) -> None:
 
     Taught in chapter 08.
     """
-    refuse_reference(func, _ROPE_REFERENCES)
     for case in _rope_cases():
         if case.base is None:
-            result = call_student(func, case.x, case.positions)
+            result = call_refusing(func, _ROPE_REFERENCES, case.x, case.positions)
         else:
-            result = call_student(func, case.x, case.positions, base=case.base)
+            result = call_refusing(func, _ROPE_REFERENCES, case.x, case.positions,
+                                   base=case.base)
         if isinstance(result, Raised):
             message = raised_message(result, case.name)
             if isinstance(result.error, TypeError) and "base" in str(result.error):
@@ -349,8 +287,7 @@ def _converted(result, params: dict, case: str) -> dict:
             for name in params}
 
 
-_CONVERT_REFERENCES = {"permute_head_columns": permute_head_columns,
-                       "half_layout_permutation": half_layout_permutation}
+_CONVERT_REFERENCES = (permute_head_columns, half_layout_permutation)
 
 
 @checker("GQA・3 層のモデルでも出力が元と一致。")
@@ -365,7 +302,6 @@ def check_half_layout(func: Callable) -> None:
 
     Taught in chapter 08.
     """
-    refuse_reference(func, _CONVERT_REFERENCES)
     rng = np.random.default_rng(20260809)
     for case, d_head, n_heads, n_kv_heads, n_layers in _CONVERT_CASES:
         config = ModelConfig(vocab_size=11, d_model=d_head * n_heads, n_heads=n_heads,
@@ -373,7 +309,7 @@ def check_half_layout(func: Callable) -> None:
                              positional="rope", dtype="float64")
         params = init_params(config, rng)
         given = {name: value.copy() for name, value in params.items()}
-        result = call_student(func, given, n_heads, n_kv_heads)
+        result = call_refusing(func, _CONVERT_REFERENCES, given, n_heads, n_kv_heads)
         if isinstance(result, Raised):
             raise Mistake(raised_message(result, case))
         if any(not np.array_equal(given[name], params[name]) for name in params):

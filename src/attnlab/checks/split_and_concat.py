@@ -29,13 +29,13 @@ from attnlab.attention import (
 from attnlab.checks.core import (
     Mistake,
     Raised,
+    call_refusing,
     checker,
     raised_message,
     returned_array,
     returned_pair,
     shape_of,
 )
-from attnlab.checks.why_heads import _call_watching, _references
 
 _RTOL, _ATOL = 1e-4, 1e-6  # float32 answers pass, every mistake is far outside
 
@@ -44,22 +44,22 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=_RTOL, atol=_ATOL))
 
 
-_SPLIT_REFERENCES = _references({
+_SPLIT_REFERENCES = {
     split_heads: (
         "attnlab の split_heads を使っています（そのまま渡すか、中で呼んでいます）。"
         "この練習問題では split_heads を使わずに、reshape と軸の入れ替え（または切り出しと "
         "np.stack）で自分で書いてください。"
     ),
-})
+}
 _MHA_MESSAGE = (
     "attnlab の {name} を使っています（そのまま渡すか、中で呼んでいます）。この練習問題では"
     "それを使わずに、射影・ヘッドへの分割・ヘッドごとの softmax・結合・W_O を NumPy で"
     "自分で書いてください。"
 )
-_MHA_REFERENCES = _references({
+_MHA_REFERENCES = {
     function: _MHA_MESSAGE.format(name=function.__name__)
     for function in (multi_head_attention, multi_head_attention_loop, attention_pass)
-})
+}
 
 
 # --- three ways to cut the last axis into heads (one right, two wrong) -------------------
@@ -178,9 +178,7 @@ def check_split_heads(func: Callable) -> None:
     Taught in chapter 03.
     """
     for case in _split_cases():
-        result, called = _call_watching(func, _SPLIT_REFERENCES, case.x, case.n_heads)
-        if called:
-            raise Mistake(called[0])
+        result = call_refusing(func, _SPLIT_REFERENCES, case.x, case.n_heads)
         if isinstance(result, Raised):
             message = raised_message(result, case.name)
             if case.x.ndim > 2:
@@ -399,11 +397,9 @@ def check_multi_head_attention(func: Callable) -> None:
     for case in _mha_cases():
         args = (case.x, *case.weights, case.n_heads)
         if case.mask is None:
-            result, called = _call_watching(func, _MHA_REFERENCES, *args)
+            result = call_refusing(func, _MHA_REFERENCES, *args)
         else:
-            result, called = _call_watching(func, _MHA_REFERENCES, *args, mask=case.mask)
-        if called:
-            raise Mistake(called[0])
+            result = call_refusing(func, _MHA_REFERENCES, *args, mask=case.mask)
         if isinstance(result, Raised):
             message = raised_message(result, case.name)
             if isinstance(result.error, TypeError) and case.mask is not None and (

@@ -9,10 +9,7 @@ answer that is it, or calls it, is refused.
 
 from __future__ import annotations
 
-import inspect
-import sys
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,59 +17,20 @@ from attnlab.attention import softmax
 from attnlab.checks.core import (
     Mistake,
     Raised,
-    call_student,
+    call_refusing,
     checker,
     raised_message,
     returned_array,
 )
 from attnlab.experiments.why_heads import heads_output
 
-# --- refusing the reference: which package functions an answer calls ----------------------
-# An exercise whose reference is importable could be answered by passing the reference, or
-# a one-line wrapper around it. The checks of chapters 02-04 call the student's function
-# through _call_watching, which sees every Python call made while it runs, however the
-# answer reached the function (its imported name, attnlab.…, an alias, or the reference
-# passed as the answer). Chapter 01's check does the same in its own module; the two belong
-# in attnlab.checks.core one day.
-
-
-def _references(functions: Mapping[Callable, str]) -> dict[Any, str]:
-    """``{function: message}`` as ``{code object: message}``, through any decorator."""
-    return {inspect.unwrap(function).__code__: message
-            for function, message in functions.items()}
-
-
-def _call_watching(func: Callable, watched: Mapping[Any, str], *args: Any,
-                   **kwargs: Any) -> tuple[Any, list[str]]:
-    """``call_student(func, …)``, and the messages of the watched functions it called.
-
-    ``watched`` is made by :func:`_references`. A profile hook records each watched code
-    object that starts running while ``func`` runs; the result is returned as
-    :func:`attnlab.checks.core.call_student` returns it.
-    """
-    called: list[str] = []
-
-    def watch(frame, event, arg):
-        if event == "call" and (message := watched.get(frame.f_code)) is not None:
-            if message not in called:
-                called.append(message)
-
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        result = call_student(func, *args, **kwargs)
-    finally:
-        sys.setprofile(previous)
-    return result, called
-
-
-_REFERENCES = _references({
+_REFERENCES = {
     heads_output: (
         "attnlab の heads_output を使っています（そのまま渡すか、中で呼んでいます）。"
         "この練習問題では heads_output を使わずに、softmax と列の切り出しで自分で書いて"
         "ください。"
     ),
-})
+}
 
 
 def _cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -160,9 +118,7 @@ def check_heads_output(func: Callable) -> None:
     """
     for name, scores, values in _cases():
         H, D = scores.shape[0], values.shape[1]
-        result, called = _call_watching(func, _REFERENCES, scores, values)
-        if called:
-            raise Mistake(called[0])
+        result = call_refusing(func, _REFERENCES, scores, values)
         if isinstance(result, Raised):
             raise Mistake(raised_message(result, name))
         if np.shape(result) == (H, D // H) and H > 1:

@@ -38,6 +38,8 @@ NO_ORDER_SEQ_LEN = 32
 NO_ORDER_LR = 1e-2
 #: Rows of the fresh batch each trained model is evaluated on.
 NO_ORDER_EVAL_ROWS = 512
+#: Seeds of the chapter's runs (one generator each).
+NO_ORDER_SEEDS = (0, 1, 2)
 
 
 def _binomial_product(a: list[int], b: list[int], n: int) -> list[int]:

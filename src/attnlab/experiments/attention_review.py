@@ -9,6 +9,9 @@ from attnlab.attention import softmax
 SHARPNESS_D_K = (4, 16, 64, 256, 1024)
 #: Numbers of keys that the experiment offers.
 SHARPNESS_N_KEYS = (4, 16, 64)
+#: Number of keys of the chapter's one-query example and its gradient study (one of
+#: SHARPNESS_N_KEYS).
+SHARPNESS_EXAMPLE_N_KEYS = 16
 #: Number of random queries behind the distribution of the largest weight.
 SHARPNESS_TRIALS = 2000
 _SHARPNESS_SEED = 2026

@@ -26,6 +26,8 @@ EXTENSION_SCALES = (1, 2, 4, 8)
 EXTENSION_D_HEAD = 64
 EXTENSION_BASE = 10000.0
 EXTENSION_TRAIN_LEN = 512
+#: Scales at which the chapter counts the pairs that reach angles training never saw.
+COVERAGE_SCALES = (2, 4)
 
 
 class AngleCoverage(NamedTuple):

@@ -15,6 +15,10 @@ ROPE_DEMO_POSITIONS = 8
 #: Pair indices i the live figure offers.
 ROPE_DEMO_PAIRS = (0, 1, 2)
 _DEMO_SEED = 808
+#: Head width of the chapter's first examples (its own q and k, not the live figure's).
+ROPE_EXAMPLE_D_HEAD = 8
+#: How far the chapter moves a pair of positions (m, n) together: q_m·k_n stays the same.
+ROPE_SHIFTS = (100, 10_000)
 
 
 class PairPlane(NamedTuple):

@@ -15,6 +15,11 @@ EXPLORER_D_MODEL = (16, 32, 64, 128)
 EXPLORER_POSITIONS = tuple(range(48))
 #: Number of positions whose dot product with the chosen one the explorer shows.
 EXPLORER_SEQ_LEN = 64
+#: The chapter's matrix PE(pos)·PE(pos′): positions and width, and the offsets
+#: pos − pos′ whose dot products it prints.
+GRAM_SEQ_LEN = 64
+GRAM_D_MODEL = 64
+GRAM_OFFSETS = (0, 1, 2, 5, 20)
 
 
 def explorer_state(pos: int, d_model: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,11 +1,10 @@
 """Chapter 11: the whole book on one page, computed by the chapters' own functions.
 
 Each ``chNN_…`` function measures the one result chapter NN asserts, by calling that
-chapter's experiment functions with that chapter's settings (imported from its module
-where the module has them; where the chapter's notebook writes a setting in a cell, the
-same value is a constant here, named after the chapter). Nothing is retyped from a
-chapter's output: ``tests/test_summary.py`` compares what chapter 11 prints with
-what every chapter's committed notebook prints, so the two cannot drift apart.
+chapter's experiment functions with that chapter's settings, imported from its module
+(the ``CHNN_…`` constants below name them after the chapter; none is retyped). Nothing is
+retyped from a chapter's output either: ``tests/test_summary.py`` compares what chapter 11
+prints with what every chapter's committed notebook prints, so the two cannot drift apart.
 
 :func:`length_study` repeats chapter 10's study (the same runs, seeds and evaluation
 batches); :func:`encoding_rows` lays its accuracies next to what each positional scheme
@@ -25,14 +24,21 @@ from attnlab.attention import causal_mask, init_mha, multi_head_attention
 from attnlab.costs import mha_cost
 from attnlab.experiments.attention_has_no_order import (
     NO_ORDER_MODEL,
+    NO_ORDER_SEEDS,
     NO_ORDER_SEQ_LEN,
     bag_of_tokens_ceiling,
     train_previous_token,
 )
-from attnlab.experiments.attention_review import SHARPNESS_D_K, sharpness_samples
-from attnlab.experiments.context_extension import angle_coverage
+from attnlab.experiments.attention_review import (
+    SHARPNESS_D_K,
+    SHARPNESS_EXAMPLE_N_KEYS,
+    sharpness_samples,
+)
+from attnlab.experiments.context_extension import COVERAGE_SCALES, angle_coverage
 from attnlab.experiments.learned_positions import (
     LEARNED_CONFIG,
+    LEARNED_RUNS,
+    LEARNED_SEED,
     TRAIN_LEN,
     accuracy_by_position,
     row_movement,
@@ -50,9 +56,23 @@ from attnlab.experiments.length_generalization import (
     method_config,
     train_kinds,
 )
-from attnlab.experiments.split_and_concat import SHAPE_N_HEADS, SHAPE_SEQ_LEN
-from attnlab.experiments.what_heads_capture import PRESETS, format_bytes, kv_cost
-from attnlab.experiments.why_heads import heads_output, value_coefficients
+from attnlab.experiments.rope import ROPE_EXAMPLE_D_HEAD, ROPE_SHIFTS
+from attnlab.experiments.sinusoidal_encoding import GRAM_D_MODEL, GRAM_OFFSETS, GRAM_SEQ_LEN
+from attnlab.experiments.split_and_concat import SHAPE_D_MODELS, SHAPE_N_HEADS, SHAPE_SEQ_LEN
+from attnlab.experiments.what_heads_capture import (
+    KV_CONTEXT_LEN,
+    KV_EXAMPLE_MODEL,
+    PRESETS,
+    format_bytes,
+    kv_cost,
+)
+from attnlab.experiments.why_heads import (
+    EXAMPLE_D_MODEL,
+    EXAMPLE_SCORE,
+    EXAMPLE_TOKENS,
+    heads_output,
+    value_coefficients,
+)
 from attnlab.model import ModelConfig, forward, init_params, layer_weights, param_shapes
 from attnlab.positional import (
     alibi_slopes,
@@ -62,24 +82,24 @@ from attnlab.positional import (
 )
 from attnlab.tasks import PreviousToken
 
-#: Chapter 01: the number of keys of the table the chapter prints (16 of 4, 16, 64).
-CH01_N_KEYS = 16
-#: Chapter 02's hand-built example: 7 tokens, values of width 16, target score c = 8.
-CH02_TOKENS, CH02_D_MODEL, CH02_SCORE = 7, 16, 8.0
+#: Chapter 01: the number of keys of its one-query example, a row of its table.
+CH01_N_KEYS = SHARPNESS_EXAMPLE_N_KEYS
+#: Chapter 02's hand-built example: its tokens, values of width 16, target score c = 8.
+CH02_TOKENS, CH02_D_MODEL, CH02_SCORE = len(EXAMPLE_TOKENS), EXAMPLE_D_MODEL, EXAMPLE_SCORE
 #: Chapter 03's table: the widest model of the shape explorer.
-CH03_D_MODEL = 1024
+CH03_D_MODEL = max(SHAPE_D_MODELS)
 #: Chapter 04's table: context length and the model it quotes.
-CH04_CONTEXT, CH04_MODEL = 4096, "Llama 2 70B"
+CH04_CONTEXT, CH04_MODEL = KV_CONTEXT_LEN, KV_EXAMPLE_MODEL
 #: Chapter 05: the seeds of the chapter's training runs.
-CH05_SEEDS = (0, 1, 2)
+CH05_SEEDS = NO_ORDER_SEEDS
 #: Chapter 06: positions and width of the dot-product matrix, and the offsets printed.
-CH06_LENGTH, CH06_D_MODEL, CH06_OFFSETS = 64, 64, (0, 1, 2, 5, 20)
+CH06_LENGTH, CH06_D_MODEL, CH06_OFFSETS = GRAM_SEQ_LEN, GRAM_D_MODEL, GRAM_OFFSETS
 #: Chapter 07: the notebook's generator seed (its first spawn trains, the second evaluates).
-CH07_SEED, CH07_RUNS = 2026, 3
+CH07_SEED, CH07_RUNS = LEARNED_SEED, LEARNED_RUNS
 #: Chapter 08: head width and the shifts tried (the chapter shifts by 100 and 10000).
-CH08_D_HEAD, CH08_SHIFTS = 8, (100, 10_000)
+CH08_D_HEAD, CH08_SHIFTS = ROPE_EXAMPLE_D_HEAD, ROPE_SHIFTS
 #: Chapter 09: the context scales whose unseen pairs the chapter counts.
-CH09_SCALES = (2, 4)
+CH09_SCALES = COVERAGE_SCALES
 
 
 class Headline(NamedTuple):

@@ -383,6 +383,10 @@ PRESETS = {
     "Mistral 7B": Preset(32, 32, 8, 128),
     "本書のモデル": Preset(CONFIG.n_layers, CONFIG.n_heads, CONFIG.n_kv_heads, CONFIG.d_head),
 }
+#: The chapter's KV-cache example: the context length of its table, and the published
+#: GQA model whose cache it works out.
+KV_CONTEXT_LEN = 4096
+KV_EXAMPLE_MODEL = "Llama 2 70B"
 
 
 class KVCost(NamedTuple):

@@ -29,6 +29,11 @@ D_MODEL = 64
 STEPS = 200
 BATCH_SIZE = 32
 SEQ_LEN = 16
+#: The chapter's hand-built example: the sentence, the width of its value rows, and the
+#: score c a query gives each of its targets.
+EXAMPLE_TOKENS = ("友人", "は", "ケーキ", "を", "とても", "ゆっくり", "食べた")
+EXAMPLE_D_MODEL = 16
+EXAMPLE_SCORE = 8.0
 
 
 def value_coefficients(out: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -15,11 +15,12 @@ from attnlab.experiments.attention_has_no_order import (
     order_blind_ceiling,
     position_probe,
     prefix_bag_ceiling,
+    previous_position_attention,
     residual_stream,
     train_causal_without_positions,
     train_previous_token,
 )
-from attnlab.model import ModelConfig, forward, init_params
+from attnlab.model import ModelConfig, forward, init_params, layer_keys
 from attnlab.tasks import PreviousToken
 
 
@@ -171,3 +172,24 @@ def test_one_causal_layer_stays_under_the_prefix_ceiling_and_two_go_above_it():
     assert np.nanmean(two.ablated[1:]) <= np.nanmean(ceiling[1:]) + 0.02
     probe = position_probe(two.params, two.config, np.random.default_rng(10))
     assert abs(probe[0]) < 0.02 < 0.3 < probe[1]  # embeddings: nothing; layer 1: position
+    # layer 1 spreads its weight evenly; a head of layer 2 leans on the previous key
+    ratio = previous_position_attention(two.params, two.config, np.random.default_rng(11))
+    assert np.all(np.abs(ratio[0] - 1) < 0.15) and ratio[1].max() > 1.3
+
+
+def test_previous_position_attention_is_one_for_a_head_with_equal_scores():
+    config = causal_config(2)
+    params = init_params(config, np.random.default_rng(5))
+    w_q, w_k, _, _ = layer_keys(0)
+    params[w_q] = np.zeros_like(params[w_q])  # layer 0: every score equal
+    ratio = previous_position_attention(params, config, np.random.default_rng(6), n_rows=7)
+    assert ratio.shape == (2, config.n_heads)
+    np.testing.assert_allclose(ratio[0], 1.0, rtol=1e-5)
+
+
+def test_previous_position_attention_refuses_a_model_without_a_causal_mask():
+    config = ModelConfig(vocab_size=8, d_model=8, n_heads=2, n_layers=1, max_len=16,
+                         positional="none", causal=False)
+    with pytest.raises(ValueError, match="causal=False"):
+        previous_position_attention(init_params(config, np.random.default_rng(0)), config,
+                                    np.random.default_rng(1))

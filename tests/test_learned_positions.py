@@ -1,5 +1,7 @@
 """Chapter 07's experiment: rows a short training never used stay exactly as initialised."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -7,6 +9,7 @@ from attnlab.experiments.learned_positions import (
     LEARNED_CONFIG,
     TRAIN_LEN,
     accuracy_by_position,
+    attention_on_previous_row,
     cosine_similarity,
     extend_table,
     positional_scores,
@@ -14,8 +17,9 @@ from attnlab.experiments.learned_positions import (
     similarity_by_lag,
     train_short,
 )
-from attnlab.model import ModelConfig
+from attnlab.model import ModelConfig, forward
 from attnlab.positional import sinusoidal_encoding
+from attnlab.tasks import PreviousToken
 from attnlab.training import Adam
 
 SEEDS = (0, 1, 2)  # measured on these; the chapter's own runs are asserted in the notebook
@@ -211,3 +215,32 @@ def test_without_training_copies_are_ambiguous_and_interpolated_rows_are_lost(ru
                 assert np.all(blocks[1:] < 0.6)
             else:
                 assert blocks.max() < 0.3
+
+
+def test_attention_on_previous_row_finds_every_copy_and_sums_to_the_direct_weight(runs):
+    """In the trained table the only candidate is i − 1 (its weight, share 1); in a copied
+    table every earlier copy of that row counts. Measured on seeds 0–2: the copying head
+    puts 0.5–0.75 on the candidates in blocks 1–3."""
+    config, L = LEARNED_CONFIG, LEARNED_CONFIG.max_len
+    result = runs[0]
+    mass, share = attention_on_previous_row(result.params, config, TRAIN_LEN,
+                                            np.random.default_rng(5), batch_size=32)
+    assert mass.shape == share.shape == (config.n_heads, TRAIN_LEN)
+    assert np.all(np.isnan(mass[:, 0])) and np.all(np.isnan(share[:, 0]))
+    np.testing.assert_allclose(share[:, 1:], 1.0)
+    batch = PreviousToken(vocab_size=config.vocab_size)(np.random.default_rng(5), 32,
+                                                        TRAIN_LEN)
+    attn = forward(result.params, batch.tokens, config).attn[0]  # (B, H, T, T)
+    i = np.arange(1, TRAIN_LEN)
+    np.testing.assert_allclose(mass[:, 1:], attn[:, :, i, i - 1].mean(axis=0), rtol=1e-5)
+    longer = extend_table(result.params["pos"][:TRAIN_LEN], L, "copy")
+    mass, share = attention_on_previous_row(dict(result.params, pos=longer), config, L,
+                                            np.random.default_rng(6))
+    head = np.nanargmax(np.nanmean(mass, axis=1))
+    for block in (1, 2, 3):
+        cut = slice(block * TRAIN_LEN + 1, (block + 1) * TRAIN_LEN)
+        assert np.nanmean(mass[head, cut]) > 0.45
+        assert np.all(share[:, cut] >= 1 / (block + 1) - 1e-9)  # the largest of k + 1
+    with pytest.raises(ValueError, match="causal=False"):
+        attention_on_previous_row(result.params, dataclasses.replace(config, causal=False),
+                                  TRAIN_LEN, np.random.default_rng(0))

@@ -207,8 +207,9 @@ def check_position_lookup(func: Callable) -> None:
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        The verdict and the line the check printed; ``result.passed`` (and
+        ``bool(result)``) is True if every hidden case matches.
 
     Taught in chapter 07.
     """

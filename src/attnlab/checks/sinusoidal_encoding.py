@@ -174,8 +174,9 @@ def check_timing_signal(func: Callable) -> None:
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        The verdict and the line the check printed; ``result.passed`` (and
+        ``bool(result)``) is True if every hidden case matches.
 
     Taught in chapter 06.
     """
@@ -367,8 +368,9 @@ def check_add_positional_encoding(func: Callable) -> None:
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        The verdict and the line the check printed; ``result.passed`` (and
+        ``bool(result)``) is True if every hidden case matches.
 
     Taught in chapter 06.
     """

@@ -399,3 +399,45 @@ def position_probe(params: dict, config: ModelConfig, rng: np.random.Generator,
         error = position - a_test @ coef  # (B·T,)
         scores.append(1.0 - error @ error / np.sum((position - position.mean()) ** 2))
     return np.array(scores)
+
+
+def previous_position_attention(params: dict, config: ModelConfig,
+                                rng: np.random.Generator, n_rows: int = 512) -> np.ndarray:
+    """How much each head attends to the previous position, against an even spread.
+
+    On ``n_rows`` fresh rows, the weight the query at position i puts on the key at
+    i − 1, times i + 1 (the number of keys a causal query sees), averaged over the rows and
+    over the positions i = 2 … T − 1. A head that spreads its weight evenly over the keys
+    it sees (every score equal) scores 1; a head that looks only at i − 1 scores the mean
+    of i + 1, about 10 at T = 16.
+
+    Parameters
+    ----------
+    params : dict
+    config : ModelConfig
+        A causal model.
+    rng : np.random.Generator
+        Draws the rows.
+    n_rows : int
+
+    Returns
+    -------
+    np.ndarray
+        Shape (n_layers, H): one ratio per layer and head.
+
+    Taught in chapter 05.
+    """
+    config = check_config(config)
+    if not config.causal:
+        raise ValueError(f"causal={config.causal!r} のモデルには使えません"
+                         "（因果マスクのあるモデル用です）")
+    rng = generator(rng)
+    n_rows = positive_int(n_rows, "n_rows")
+    batch = PreviousToken(vocab_size=config.vocab_size)(rng, n_rows, CAUSAL_SEQ_LEN)
+    attn = forward(params, batch.tokens, config).attn  # n_layers × (B, H, T, T)
+    i = np.arange(2, CAUSAL_SEQ_LEN)  # (T - 2,) queries with two or more keys before
+    ratios = []
+    for weights in attn:
+        on_previous = np.asarray(weights, dtype=np.float64)[:, :, i, i - 1]  # (B, H, T - 2)
+        ratios.append((on_previous * (i + 1)).mean(axis=(0, 2)))  # (H,)
+    return np.array(ratios)

@@ -198,8 +198,8 @@ def positional_scores(params: dict, config: ModelConfig, n_positions: int,
                       layer: int = 0) -> np.ndarray:
     """The part of each head's scores that comes from the position rows alone.
 
-    Query position p and key position j give ``(pos[p] W_Q)_h · (pos[j] W_K)_h / √Dh``
-    for head h: the score the two positions would have if the tokens added nothing.
+    Query position i and key position j give ``(pos[i] W_Q)_ℓ · (pos[j] W_K)_ℓ / √Dh``
+    for head ℓ: the score the two positions would have if the tokens added nothing.
 
     Parameters
     ----------
@@ -263,3 +263,53 @@ def accuracy_by_position(params: dict, config: ModelConfig, seq_len: int,
     accuracy = hit.mean(axis=0)  # (T,)
     accuracy[~batch.loss_mask[0]] = np.nan
     return accuracy
+
+
+def attention_on_previous_row(params: dict, config: ModelConfig, seq_len: int,
+                              rng: np.random.Generator,
+                              batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """How much attention each query puts on the keys that carry the previous position's row.
+
+    For the query at position i ≥ 1, the candidates are the keys j ≤ i whose row of the
+    position table equals the row of i − 1: only i − 1 in a table whose rows all differ,
+    every copy of that row in a table made by ``extend_table(..., "copy")``.
+
+    Parameters
+    ----------
+    params : dict
+        A learned-position model (``pos`` has at least ``seq_len`` rows).
+    config : ModelConfig
+        A causal model with one layer.
+    seq_len : int
+    rng : np.random.Generator
+        Draws the batch.
+    batch_size : int
+
+    Returns
+    -------
+    mass : np.ndarray
+        Shape (H, seq_len): the summed weight on the candidates, averaged over the batch.
+    share : np.ndarray
+        Shape (H, seq_len): the largest candidate's part of that sum, averaged over the
+        batch (1 when there is one candidate). Position 0 is NaN in both.
+
+    Taught in chapter 07.
+    """
+    config = check_config(config)
+    if not config.causal:
+        raise ValueError(f"causal={config.causal!r} のモデルには使えません"
+                         "（因果マスクのあるモデル用です）")
+    seq_len = positive_int(seq_len, "seq_len")
+    table = np.asarray(params["pos"][:seq_len])  # (T, D)
+    batch = PreviousToken(vocab_size=config.vocab_size)(generator(rng), batch_size, seq_len)
+    attn = np.asarray(forward(params, batch.tokens, config).attn[0], dtype=np.float64)
+    # attn: (B, H, T, T)
+    mass = np.full((config.n_heads, seq_len), np.nan)  # (H, T)
+    share = np.full((config.n_heads, seq_len), np.nan)  # (H, T)
+    for i in range(1, seq_len):
+        candidates = np.flatnonzero(np.all(table[: i + 1] == table[i - 1], axis=1))
+        on_candidates = attn[:, :, i, candidates]  # (B, H, n_candidates)
+        total = on_candidates.sum(axis=-1)  # (B, H)
+        mass[:, i] = total.mean(axis=0)
+        share[:, i] = (on_candidates.max(axis=-1) / total).mean(axis=0)
+    return mass, share

@@ -1,13 +1,17 @@
 // Live figures in the published book (attnlab.live_book): every state of a figure was
-// drawn when the book was built; the controls show the image of the state they select.
-// The project's own script, no library and nothing from a CDN.
+// drawn when the book was built, once for a light page and once for a dark one (two
+// blocks of pictures, which the theme's classes only-light and only-dark choose between);
+// the controls show, in both blocks, the picture of the state they select. The project's
+// own script, no library and nothing from a CDN.
 (function () {
   "use strict";
 
   function setUp(figure) {
     var controls = Array.prototype.slice.call(
       figure.querySelectorAll(".attnlab-live-control"));
-    var images = figure.querySelectorAll("img.attnlab-live-state");
+    var blocks = Array.prototype.map.call(
+      figure.querySelectorAll(".attnlab-live-images"),
+      function (block) { return block.querySelectorAll("img.attnlab-live-state"); });
     var counts = controls.map(function (c) { return Number(c.dataset.count); });
     var state = controls.map(function (c) { return Number(c.dataset.default); });
     // A polite live region: a screen reader hears the alt text of the picture now shown.
@@ -20,11 +24,14 @@
     function show() {
       var number = 0;
       for (var k = 0; k < counts.length; k++) number = number * counts[k] + state[k];
-      for (var i = 0; i < images.length; i++) {
-        images[i].classList.toggle("attnlab-live-hidden", i !== number);
-      }
+      blocks.forEach(function (images) {
+        for (var i = 0; i < images.length; i++) {
+          images[i].classList.toggle("attnlab-live-hidden", i !== number);
+        }
+      });
       figure.dataset.state = String(number);
-      if (ready && images[number]) status.textContent = images[number].alt;
+      var image = blocks.length && blocks[0][number];
+      if (ready && image) status.textContent = image.alt;
     }
 
     controls.forEach(function (control, k) {

@@ -365,3 +365,16 @@ def test_plot_attention_writes_its_labels_horizontally():
     fig = ax.figure
     assert smallest_font_size(fig) >= MIN_FONT_SIZE
     assert float(_png(book_png(fig)).text[PNG_FONT_KEY]) >= MIN_FONT_SIZE
+
+
+def test_the_dark_version_changes_markers_and_edges_that_follow_a_colour_once():
+    fig, ax = new_figure()
+    (line,) = ax.plot([0, 1], [0, 1], color=BLACK, marker=".")  # markers of colour "auto"
+    dots = ax.scatter([0, 1], [1, 0], color=BLACK, edgecolors="face")
+    before = figure_to_png(fig)
+    with dark_colours(fig):
+        for colour in (line.get_color(), line.get_markeredgecolor(),
+                       line.get_markerfacecolor(), *dots.get_facecolor(),
+                       *dots.get_edgecolor()):
+            assert mcolors.to_hex(colour) == DARK_INK.lower()
+    assert figure_to_png(fig) == before

@@ -176,6 +176,21 @@ def use_japanese_font() -> str:
     return mpl.rcParams["font.family"][0]
 
 
+@contextlib.contextmanager
+def book_style() -> Iterator[None]:
+    """Within the block, new figures and artists follow the book's style (:data:`BOOK_RC`).
+
+    matplotlib's global defaults are restored afterwards. A live figure's plot is built in
+    it (``attnlab.widgets.core``), so it looks the same in a kernel, a test and the book's
+    build, whatever the process set before.
+
+    Not taught: the figure style of live figures.
+    """
+    _register_font()
+    with mpl.rc_context(BOOK_RC):
+        yield
+
+
 def new_figure(
     figsize: tuple[float, float] | None = None,
     ncols: int = 1,
@@ -206,8 +221,7 @@ def new_figure(
 
     Not taught: the figure every live figure draws on (CONTRIBUTING.md).
     """
-    _register_font()
-    with mpl.rc_context(BOOK_RC):
+    with book_style():
         fig = Figure(figsize=figsize or (FIGURE_WIDTH, FIGURE_HEIGHT), dpi=FIGURE_DPI)
         FigureCanvasAgg(fig)
         axes = fig.subplots(1, ncols)
@@ -399,21 +413,22 @@ def figure_to_png(fig: Figure, *, scale: float = 1, dark: bool = False) -> bytes
     dark : bool
         Draw the dark version (:func:`dark_colours`, transparent paper).
 
+    The figure is drawn in the book's style (:func:`book_style`): a live figure's picture
+    does not depend on what the process set.
+
     Not taught: how a live figure becomes a picture.
     """
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     dpi = fig.dpi
     with contextlib.ExitStack() as stack:
+        stack.enter_context(book_style())  # ticks made while drawing follow the style too
         if dark:
             stack.enter_context(dark_colours(fig))
         if scale != 1:
             fig.set_dpi(dpi * scale)
             stack.callback(fig.set_dpi, dpi)
         canvas.draw()
-        png = canvas_to_png(canvas)
-    if scale != 1 or dark:
-        canvas.draw()  # the canvas holds the figure as it was again (a live figure blits it)
-    return png
+        return canvas_to_png(canvas)
 
 
 def book_png(fig: Figure, *, dark: bool = False) -> bytes:
@@ -514,16 +529,22 @@ def dark_equivalent(colour) -> tuple[float, float, float, float]:
     return (grey, grey, grey, a)
 
 
-def _over_a_map(artist, maps: list) -> bool:
+def _over_a_map(artist, maps: list, renderer) -> bool:
     """Whether ``artist`` is drawn over a map (an image, a mesh) of its axes: text in a cell."""
     if not maps:
         return False
-    try:
-        box = artist.get_window_extent()
-    except (RuntimeError, TypeError):
+    if isinstance(artist, Collection) and len(artist.get_offsets()):  # e.g. scatter points
+        points = artist.get_offset_transform().transform(artist.get_offsets())
+        x, y = np.mean(points, axis=0)
+    else:
+        try:
+            box = artist.get_window_extent(renderer)
+        except (RuntimeError, TypeError):
+            return False
+        x, y = (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
+    if not np.isfinite([x, y]).all():  # e.g. an empty line
         return False
-    x, y = (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
-    return any(m.get_window_extent().contains(x, y) for m in maps)
+    return any(m.get_window_extent(renderer).contains(x, y) for m in maps)
 
 
 @contextlib.contextmanager
@@ -539,13 +560,15 @@ def dark_colours(fig: Figure) -> Iterator[Figure]:
     """
     undo: list[tuple[Any, str, Any]] = []
 
-    def change(artist, getter: str, setter: str, value) -> None:
-        undo.append((artist, setter, getattr(artist, getter)()))
+    def change(artist, getter: str, setter: str, value, *, was=None) -> None:
+        undo.append((artist, setter, getattr(artist, getter)() if was is None else was))
         getattr(artist, setter)(value)
 
-    fig.canvas.draw()  # positions of text, for the test of what lies over a map
+    canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()  # for the positions of text (no drawing)
     maps_of = {id(ax): [a for a in ax.get_children() if isinstance(a, AxesImage | QuadMesh)]
                for ax in fig.axes}
+    decorations = {id(a) for ax in fig.axes for a in _decorations(ax)}
     paper = [fig.patch, *(ax.patch for ax in fig.axes)]
     try:
         for patch in paper:
@@ -554,8 +577,8 @@ def dark_colours(fig: Figure) -> Iterator[Figure]:
             if artist in paper or isinstance(artist, AxesImage | Figure):
                 continue
             ax = getattr(artist, "axes", None)
-            on_map = ax is not None and artist not in _decorations(ax) and _over_a_map(
-                artist, maps_of.get(id(ax), []))
+            on_map = ax is not None and id(artist) not in decorations and _over_a_map(
+                artist, maps_of.get(id(ax), []), renderer)
             if on_map:
                 continue
             _darken(artist, change)
@@ -586,23 +609,28 @@ def _darken(artist, change) -> None:
         if (box := artist.get_bbox_patch()) is not None:  # a text's own box
             _darken(box, change)
     elif isinstance(artist, Line2D):
-        for name in ("color", "markeredgecolor", "markerfacecolor"):
-            value = getattr(artist, f"get_{name}")()
+        # read all three first: markers of colour "auto" follow the line's new colour
+        values = {name: getattr(artist, f"get_{name}")()
+                  for name in ("color", "markeredgecolor", "markerfacecolor")}
+        for name, value in values.items():
             if isinstance(value, str) and value in ("none", "None", "auto"):
                 continue
             if _visible_colour(value):
-                change(artist, f"get_{name}", f"set_{name}", dark_equivalent(value))
+                change(artist, f"get_{name}", f"set_{name}", dark_equivalent(value),
+                       was=value)
     elif isinstance(artist, Patch):
         for name in ("facecolor", "edgecolor"):
             value = getattr(artist, f"get_{name}")()
             if _visible_colour(value):
                 change(artist, f"get_{name}", f"set_{name}", dark_equivalent(value))
     elif isinstance(artist, Collection) and artist.get_array() is None:
-        for name in ("facecolor", "edgecolor"):
-            value = np.asarray(getattr(artist, f"get_{name}")())
+        # read both first: an edge of colour "face" follows the face's new colour
+        values = {name: np.asarray(getattr(artist, f"get_{name}")())
+                  for name in ("facecolor", "edgecolor")}
+        for name, value in values.items():
             if value.ndim == 2 and len(value) and (value[:, 3] > 0).any():
                 change(artist, f"get_{name}", f"set_{name}",
-                       [dark_equivalent(tuple(row)) for row in value])
+                       [dark_equivalent(tuple(row)) for row in value], was=value)
 
 
 # ---------------------------------------------------------------------------------------

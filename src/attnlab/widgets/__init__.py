@@ -12,6 +12,7 @@ from collections.abc import Callable
 from attnlab._registry import collect
 from attnlab.widgets.core import (
     LIVE_HINT,
+    LIVE_NOTE,
     OUTPUT_MARKER,
     WIDGET_NAME_ATTRIBUTE,
     InteractiveFigure,
@@ -24,6 +25,7 @@ from attnlab.widgets.core import (
 
 __all__ = [
     "LIVE_HINT",
+    "LIVE_NOTE",
     "OUTPUT_MARKER",
     "WIDGETS",
     "InteractiveFigure",

@@ -8,7 +8,12 @@ from matplotlib.figure import Figure
 
 from attnlab.experiments.head_roles import CONFIG, EXAMPLE_PERIODS, SEEDS, head_map, trained_model
 from attnlab.head_roles import induction_mask
-from attnlab.plotting import WEIGHT_CMAP, new_figure
+from attnlab.plotting import (
+    WEIGHT_CMAP,
+    new_figure,
+    set_colorbar_label,
+    set_ylabel_horizontal,
+)
 from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
 
 _T = 32
@@ -27,16 +32,17 @@ def head_picker_plot() -> tuple[Figure, Callable[..., list]]:
     Not taught: the picture of :func:`head_picker_widget`.
     """
     trained_model(SEEDS[0])  # train once (cached) before the first update is timed
-    fig, ax = new_figure((6.4, 4.6), margins={"left": 0.1, "right": 0.92, "bottom": 0.15,
+    fig, ax = new_figure((6.4, 4.6), margins={"left": 0.18, "right": 0.92, "bottom": 0.15,
                                                "top": 0.86})
     image = ax.imshow(np.zeros((_T, _T)), cmap=WEIGHT_CMAP, vmin=0.0, vmax=1.0)
     targets = ax.scatter([], [], s=8, color="white", edgecolors="black", linewidths=0.4,
                          label="誘導の的（前の出現の次の位置）")
     colourbar = fig.colorbar(image, ax=ax, shrink=0.85, pad=0.02)
-    colourbar.set_label("重み")
+    set_colorbar_label(colourbar, "重み")
     ax.set_xticks(_TICKS)
     ax.set_yticks(_TICKS)
-    ax.set(xlabel="キーの位置 j", ylabel="クエリの位置 i")
+    ax.set(xlabel="キーの位置 j")
+    set_ylabel_horizontal(ax, "クエリの\n位置 i", where="left")
     fig.legend(handles=[targets], loc="lower right", frameon=False)
     heading = fig.suptitle("", fontsize=11)
 

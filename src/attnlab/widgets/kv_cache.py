@@ -7,7 +7,15 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from attnlab.experiments.head_roles import PRESETS, format_bytes, kv_cost, kv_divisors
-from attnlab.plotting import BLACK, GREY, VERMILLION, new_figure
+from attnlab.plotting import (
+    BLACK,
+    FIGURE_WIDTH,
+    GREY,
+    SMALL_FONT_SIZE,
+    VERMILLION,
+    new_figure,
+    set_ylabel_horizontal,
+)
 from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
 
 #: The K/V-head choices, as a rule valid for every preset (every H is a multiple of 4).
@@ -51,22 +59,23 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
 
     Not taught: the picture of :func:`kv_cache_widget`.
     """
-    fig, (ax_bar, ax_text) = new_figure(
-        (9.0, 3.6), ncols=2, margins={"left": 0.06, "right": 0.99, "bottom": 0.24,
-                                      "top": 0.88, "wspace": 0.12})
+    # the bars above, the chosen configuration's numbers below: the book's column width
+    fig, (ax_bar, ax_text) = new_figure((FIGURE_WIDTH, 5.6), ncols=2)
+    ax_bar.set_position((0.08, 0.57, 0.9, 0.34))
+    ax_text.set_position((0.08, 0.03, 0.9, 0.3))
     slots = max(len(kv_divisors(p.n_heads)) for p in PRESETS.values())
     bars = ax_bar.bar(np.arange(slots), np.zeros(slots), width=0.7)
-    ticks = [ax_bar.text(0, -0.03, "", ha="center", va="top", fontsize=9)
+    ticks = [ax_bar.text(0, -0.03, "", ha="center", va="top", fontsize=SMALL_FONT_SIZE)
              for _ in range(slots)]  # Hkv, the cache size and the published mark
-    ax_bar.set(xlim=(-0.6, slots - 0.4), ylim=(0, 1.1), xticks=[], yticks=[],
-               ylabel="KV キャッシュ（対数目盛）")
+    ax_bar.set(xlim=(-0.6, slots - 0.4), ylim=(0, 1.1), xticks=[], yticks=[])
     ax_bar.set_xlabel("K/V ヘッド数 Hkv とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=52)
     heading = ax_bar.set_title(" ")
+    set_ylabel_horizontal(ax_bar, "KV キャッシュ（対数目盛）")
     ax_text.axis("off")
-    ax_text.set_title("fp16（2 バイト）、バッチ 1", fontsize=10)
-    facts = ax_text.text(0.0, 0.95, "", transform=ax_text.transAxes, fontsize=10,
-                         va="top", color=BLACK, linespacing=2.0)
-    total = ax_text.text(0.0, 0.05, "", transform=ax_text.transAxes, fontsize=11,
+    ax_text.set_title("fp16（2 バイト）、バッチ 1", fontsize=10, loc="left")
+    facts = ax_text.text(0.0, 0.97, "", transform=ax_text.transAxes, fontsize=10,
+                         va="top", color=BLACK, linespacing=1.7)
+    total = ax_text.text(0.0, 0.0, "", transform=ax_text.transAxes, fontsize=11,
                          va="bottom", color=VERMILLION)
     changing = [*bars, *ticks, heading, facts, total]
 

@@ -322,7 +322,8 @@ class LiveFigureRenderer:
         prefix = f"attnlab-live-{data.cell_index}-{data.output_index}"
         metadata = getattr(data, "cell_metadata", None) or {}
         alt = str(metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()
-        document = renderer.document
+        # the page being read (myst-nb's element renderer holds the document's renderer)
+        document = getattr(renderer, "renderer", renderer).document
         first = not document.get("attnlab_live_note")
         document["attnlab_live_note"] = True
         try:
@@ -330,7 +331,7 @@ class LiveFigureRenderer:
         except LiveFigureError as err:
             from sphinx.errors import ExtensionError
 
-            raise ExtensionError(f"{renderer.document['source']}: {err}") from None
+            raise ExtensionError(f"{document['source']}: {err}") from None
 
 
 def strip_live_hint(caption: str) -> str:

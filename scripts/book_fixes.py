@@ -26,7 +26,8 @@ import re
 from attnlab.live_book import live_figure_captions_transform
 
 # Sphinx's HTML writer: <span class="caption-number">図 2 </span><span class="caption-text">
-CAPTION_NUMBER = re.compile(r'<span class="caption-number">([^<]*?)\s*</span>')
+CAPTION_NUMBER = re.compile(
+    r'<span class="caption-number">([^<]*?)\s*</span>(?!<span class="caption-sep">)')
 CAPTION_SEPARATOR = "："
 
 

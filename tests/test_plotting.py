@@ -378,3 +378,16 @@ def test_the_dark_version_changes_markers_and_edges_that_follow_a_colour_once():
                        *dots.get_edgecolor()):
             assert mcolors.to_hex(colour) == DARK_INK.lower()
     assert figure_to_png(fig) == before
+
+
+def test_a_figure_without_a_colour_map_is_stored_with_a_palette_and_a_map_is_not():
+    use_japanese_font()
+    fig, ax = plt.subplots()
+    (line,) = ax.plot([0, 1], [1, 0])
+    assert mcolors.to_hex(line.get_color()) == BLUE.lower()  # the palette's first colour
+    lines = _png(book_png(fig))
+    assert lines.mode == "P" and lines.text[PNG_FONT_KEY]
+    fig, ax = plt.subplots()
+    ax.imshow(np.random.default_rng(0).random((8, 8)))
+    assert _png(book_png(fig)).mode == "RGBA"  # a palette would band the colour map
+    assert book_png(fig) == book_png(fig)

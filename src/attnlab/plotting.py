@@ -447,6 +447,7 @@ def book_png(fig: Figure, *, dark: bool = False) -> bytes:
     """
     dpi = fig.dpi * PNG_SCALE
     buffer = io.BytesIO()
+    fig.draw_without_rendering()  # tick labels get their text: the record counts them
     info = _png_info(fig, dpi)
     with dark_colours(fig) if dark else contextlib.nullcontext():
         fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight",

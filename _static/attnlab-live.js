@@ -1,6 +1,6 @@
 // Live figures in the published book (attnlab.live_book): every state of a figure was
 // drawn when the book was built, once for a light page and once for a dark one (two
-// blocks of pictures, which the theme's classes only-light and only-dark choose between);
+// blocks of pictures, which the classes attnlab-light and attnlab-dark choose between);
 // the controls show, in both blocks, the picture of the state they select. The project's
 // own script, no library and nothing from a CDN.
 (function () {

@@ -144,7 +144,7 @@ def test_the_renderer_returns_a_light_and_a_dark_image_per_state_and_controls(
     raw, light, dark, note = container.children
     assert note.astext() == LIVE_NOTE and live_book.NOTE_CLASS in note["classes"]
     assert "attnlab-live-3-0-c0" in raw.astext()
-    assert "only-light" in light["classes"] and "only-dark" in dark["classes"]
+    assert "attnlab-light" in light["classes"] and "attnlab-dark" in dark["classes"]
     states = list(WIDGETS[NAMES[0]]().states())
     assert len(light.children) == len(dark.children) == len(states)
     shown = [i for i, img in enumerate(light.children)
@@ -198,7 +198,7 @@ def test_a_notebook_figure_with_its_dark_version_becomes_two_images():
                            output_metadata={"image/png": metadata})
     light, dark = live_book.LiveFigureRenderer.handle_mime(renderer, data, False)
     assert made == [data]
-    assert "only-light" in light["classes"] and "only-dark" in dark["classes"]
+    assert "attnlab-light" in light["classes"] and "attnlab-dark" in dark["classes"]
     assert live_book.FIGURE_CLASS in light["classes"] + dark["classes"]
     assert (dark["alt"], dark["width"]) == ("説明", "340") and dark["loading"] == "lazy"
     (written,) = renderer.written.values()
@@ -237,3 +237,14 @@ def test_committed_notebooks_store_one_png_per_live_figure():
                 pngs = [k for k in data if k.startswith("image/")]
                 assert pngs == ["image/png"], path.name
                 assert len(json.dumps(data[LIVE_MIME]).encode()) < 4096, path.name
+
+
+@pytest.mark.parametrize(("text", "html_text"), [
+    ("d_k", "<i>d</i><sub>k</sub>"),
+    ("√d_k で割る", "√<i>d</i><sub>k</sub> で割る"),
+    ("d_model と W_O", "<i>d</i><sub>model</sub> と <i>W</i><sub>O</sub>"),
+    ("キーの位置 n", "キーの位置 n"),
+    ("a<b", "a&lt;b"),
+])
+def test_control_labels_write_symbols_as_the_book_does(text, html_text):
+    assert live_book.symbols_html(text) == html_text

@@ -11,14 +11,15 @@ figure again from :data:`attnlab.widgets.WIDGETS`, renders every state with the 
   (a range slider, toggle buttons, a select, a checkbox), each with an accessible name;
 - two blocks of Sphinx image nodes (so Sphinx copies the files), one Sphinx image per
   state in each, all hidden but the default state's: the figure as drawn for a light
-  page, and its dark version (:func:`attnlab.plotting.dark_colours`); the theme's
-  ``only-light`` and ``only-dark`` classes show one block. Both are drawn at
-  :data:`attnlab.plotting.PNG_SCALE` times the figure's resolution and shown at the
-  figure's size. All but the default state's light picture have ``loading="lazy"``: a
-  reader's browser fetches a state's picture only when the controls show it. Each has an
-  alt text: the default state's is the cell's ``mystnb.image.alt`` (the figure's finding,
-  as the chapter states it), every other state's names the figure and the state
-  (``softmax の鋭さ（d_k 4、…）``).
+  page, and its dark version (:func:`attnlab.plotting.dark_colours`); the classes
+  ``attnlab-light`` and ``attnlab-dark`` show one block (``_static/attnlab-typography.css``;
+  not the theme's ``only-light`` / ``only-dark``, which also hide a following caption).
+  Both are drawn at :data:`attnlab.plotting.PNG_SCALE` times the figure's resolution and
+  shown at the figure's size. All but the default state's light picture have
+  ``loading="lazy"``: a reader's browser fetches a state's picture only when the controls
+  show it. Each has an alt text: the default state's is the cell's ``mystnb.image.alt``
+  (the figure's finding, as the chapter states it), every other state's names the figure
+  and the state (``softmax の鋭さ（d_k 4、…）``).
 
 The first live figure of a page also ends with :data:`attnlab.widgets.core.LIVE_NOTE`, the
 note on Binder and Colab, so that a page says it once; a post-transform
@@ -46,6 +47,7 @@ import base64
 import hashlib
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +62,11 @@ STATE_CLASS = "attnlab-live-state"
 HIDDEN_CLASS = "attnlab-live-hidden"
 NOTE_CLASS = "attnlab-live-note"
 #: Every figure image the book's style drew (the stylesheet keeps the theme's dark-mode
-#: panel and filter off them), and the theme's classes for one page colour.
+#: panel and filter off them; ``dark-light`` tells the theme the same), and the classes
+#: that show a picture on a light or a dark page only (``_static/attnlab-typography.css``).
 FIGURE_CLASS = "attnlab-figure"
-LIGHT_CLASS, DARK_CLASS = "only-light", "only-dark"
+THEME_READY_CLASS = "dark-light"
+LIGHT_CLASS, DARK_CLASS = "attnlab-light", "attnlab-dark"
 
 #: Where drawn states are kept between builds (``make clean`` removes it).
 CACHE = Path("_build") / ".attnlab-live-cache"
@@ -128,8 +132,30 @@ def _indices(description: dict[str, Any], number: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+#: A symbol with a subscript in a control's label or value: d_k, d_model, W_O, √d_k.
+SUBSCRIPT = re.compile(r"\b([A-Za-z])_(\{[^}]+\}|[A-Za-z0-9]+)")
+
+
+def symbols_html(text: str) -> str:
+    """``text`` escaped for HTML, its symbols with subscripts written as the book writes
+    them: ``d_k`` becomes an italic *d* with a subscript k (``<i>d</i><sub>k</sub>``).
+
+    Not taught: machinery of the book's build.
+    """
+    out, end = [], 0
+    for match in SUBSCRIPT.finditer(text):
+        out.append(html.escape(text[end:match.start()]))
+        letter, sub = match.group(1), match.group(2).strip("{}")
+        out.append(f"<i>{html.escape(letter)}</i><sub>{html.escape(sub)}</sub>")
+        end = match.end()
+    out.append(html.escape(text[end:]))
+    return "".join(out)
+
+
 def controls_html(description: dict[str, Any], prefix: str) -> str:
     """The HTML controls of a figure (same kind, label and order as the live ones).
+
+    Labels and values show their symbols as the book writes them (:func:`symbols_html`).
 
     Not taught: machinery of the book's build.
     """
@@ -139,7 +165,8 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
              f'data-figure="{esc(description["figure"])}">']
     for number, control in enumerate(description["controls"]):
         cid = f"{prefix}-c{number}"
-        label, labels, default = esc(control["label"]), control["labels"], control["default"]
+        label = symbols_html(control["label"])
+        labels, default = control["labels"], control["default"]
         data = (f'data-name="{esc(control["name"])}" data-count="{len(labels)}" '
                 f'data-default="{default}"')
         kind = control["kind"]
@@ -151,11 +178,13 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
                 f'<input type="range" id="{cid}" min="0" max="{len(labels) - 1}" step="1" '
                 f'value="{default}" aria-valuetext="{esc(labels[default])}" '
                 f'data-labels="{values}">'
-                f'<output for="{cid}" aria-hidden="true">{esc(labels[default])}</output></div>')
+                f'<output for="{cid}" aria-hidden="true">{symbols_html(labels[default])}'
+                '</output></div>')
         elif kind == "toggle":
             buttons = "".join(
                 f'<button type="button" data-index="{i}" '
-                f'aria-pressed="{"true" if i == default else "false"}">{esc(text)}</button>'
+                f'aria-pressed="{"true" if i == default else "false"}">{symbols_html(text)}'
+                '</button>'
                 for i, text in enumerate(labels))
             parts.append(
                 f'<div class="attnlab-live-control" data-kind="toggle" {data}>'
@@ -179,14 +208,16 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
 
 
 def _source_key() -> str:
-    """A digest of everything a live figure's picture depends on: attnlab's code, matplotlib."""
+    """A digest of everything a live figure's picture depends on: attnlab's code (but this
+    module, which only places the pictures), matplotlib's version."""
     import matplotlib
 
     import attnlab
 
     digest = hashlib.sha256(matplotlib.__version__.encode())
     for path in sorted(Path(attnlab.__file__).parent.rglob("*.py")):
-        digest.update(path.read_bytes())
+        if path.resolve() != Path(__file__).resolve():
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -242,7 +273,7 @@ def live_figure_nodes(renderer, description: dict[str, Any], prefix: str,
 
     The container holds the controls, then one block of images for a light page (one per
     state, all hidden but the default state's) and one for a dark page, in the same order;
-    the theme's ``only-light`` and ``only-dark`` classes show one block. ``default_alt``
+    the classes :data:`LIGHT_CLASS` and :data:`DARK_CLASS` show one block. ``default_alt``
     (the cell's ``mystnb.image.alt``) is the default state's alt text; without it, and for
     every other state, the alt names the figure and the state. With ``note``, the figure
     ends with :data:`LIVE_NOTE` (the first live figure of a page).
@@ -266,7 +297,8 @@ def live_figure_nodes(renderer, description: dict[str, Any], prefix: str,
         if shown and default_alt:
             alt = default_alt
         for (theme, block), png in zip(blocks.items(), pngs, strict=True):
-            classes = [STATE_CLASS, FIGURE_CLASS] + ([] if shown else [HIDDEN_CLASS])
+            classes = [STATE_CLASS, FIGURE_CLASS, THEME_READY_CLASS] + (
+                [] if shown else [HIDDEN_CLASS])
             # fetched only when shown: the page loads one picture
             block += _image(renderer, png, alt, classes, lazy=not shown or theme == DARK_CLASS)
     container.extend(blocks.values())
@@ -291,9 +323,9 @@ def themed_image_nodes(renderer, data) -> list:
     uri = renderer.write_file([filename], dark_png, overwrite=False, exists_ok=True)
     dark = light.deepcopy()
     dark["uri"] = uri
-    dark["classes"] = [*light["classes"], FIGURE_CLASS, DARK_CLASS]
+    dark["classes"] = [*light["classes"], FIGURE_CLASS, THEME_READY_CLASS, DARK_CLASS]
     dark["loading"] = "lazy"  # fetched only on a dark page
-    light["classes"] += [FIGURE_CLASS, LIGHT_CLASS]
+    light["classes"] += [FIGURE_CLASS, THEME_READY_CLASS, LIGHT_CLASS]
     return [light, dark]
 
 

@@ -178,12 +178,13 @@ FIGURE_TEXT_JS = """() => [...document.querySelectorAll(".cell_output img")]
 # and display equations wider than their column. The folded solutions are unfolded meanwhile.
 MATH_LAYOUT_JS = r"""async () => {
   if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) {
-    return {backslash: [], wide: []};
+    return {backslash: [], wide: [], widest: 0};
   }
   await MathJax.startup.promise;
   const folded = [...document.querySelectorAll(".toggle-hidden")];
   folded.forEach(e => e.classList.remove("toggle-hidden"));
   const backslash = [], wide = [];
+  let widest = 0;
   for (const item of MathJax.startup.document.math) {
     const root = item.typesetRoot;
     if (!root || !root.isConnected) continue;
@@ -192,12 +193,13 @@ MATH_LAYOUT_JS = r"""async () => {
     const math = root.querySelector("mjx-math");
     const column = root.closest("div.math, .math") || root.parentElement;
     if (item.display && math && column.clientWidth > 0) {
+      widest = Math.max(widest, math.getBoundingClientRect().width / column.clientWidth);
       const over = math.getBoundingClientRect().width - column.clientWidth;
       if (over > 1) wide.push({tex: item.math.trim(), over: Math.round(over)});
     }
   }
   folded.forEach(e => e.classList.add("toggle-hidden"));
-  return {backslash, wide};
+  return {backslash, wide, widest};
 }"""
 
 # Table cells of the page's text (not code) where a number and its unit are drawn on two
@@ -238,9 +240,20 @@ UNFOCUS_JS = """() => {
 # re-executes and edits the chapters: (page, check, key, what was measured). Checks:
 # "old-style-figure" — a notebook figure drawn before the book's style (no record of its
 # smallest font, no dark version; the value is its text size today, measured by executing
-# a copy of the chapter); "math-backslash", "wide-equation" — a formula, by its first
-# characters; "unit-wrap" — a table cell's number and unit. The second pass empties it.
+# a copy of the chapter); "math-backslash", "wide-equation" — a formula, by its first 40
+# characters; "unit-wrap" — a table cell's first 40 characters and its number and unit.
+# The second pass empties it.
 KNOWN_UNTIL_PASS_2: tuple[tuple[str, str, str, str], ...] = (
+    ("notebooks/06_sinusoidal_encoding", "math-backslash", r"(\text{max\_len}, 1, D)",
+     r"\_ は \text の中で字になる：\mathrm{max\_len} か \text{max_len} に"),
+    ("notebooks/07_learned_positions", "math-backslash", r"(\text{max\_len}, d_\text{model})",
+     r"\text{max\_len} が 2 か所"),
+    ("notebooks/07_learned_positions", "math-backslash", r"R = \text{one\_hot} \cdot P",
+     r"\text{one\_hot}"),
+    ("notebooks/07_learned_positions", "math-backslash",
+     r"\text{one\_hot}^\top \cdot \partial L / ", r"\text{one\_hot}"),
+    ("notebooks/11_summary", "math-backslash", r"\text{positions} \cdot \text{train\_len}",
+     r"\text{train\_len}, \text{target\_len}"),
     ("notebooks/01_attention_review", "old-style-figure", "fig-01-shapes",
      "今日 12.3 px：12 pt、911 px を 672 px で"),
     ("notebooks/01_attention_review", "old-style-figure", "fig-01-weights",
@@ -735,7 +748,8 @@ def check_page(context, router: "Router", base: str, page: str,
     tab.close()
     smallest = f"{min(sizes):.1f} px" if sizes else "—"
     summary = (f"画像 {images['count']}、数式 {math['count']}、ウィジェット {len(widgets)}、"
-               f"図の最小の字 {smallest}、コードと出力の枠 {overflow['count']}、"
+               f"図の最小の字 {smallest}、別行の数式の最大幅 {math_layout['widest']:.0%}、"
+               f"コードと出力の枠 {overflow['count']}、"
                f"ライブ図の操作 {moves} 回、axe {_counts_text(counts)}、"
                f"{time.perf_counter() - start:.1f} 秒")
     return problems, summary

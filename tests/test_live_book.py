@@ -154,6 +154,7 @@ def test_the_renderer_returns_a_light_and_a_dark_image_per_state_and_controls(
     for number, (day, night) in enumerate(zip(light.children, dark.children, strict=True)):
         assert day["alt"] == night["alt"] and day["alt"].startswith(description["title"])
         assert day["width"] == night["width"]
+        assert "no-scaled-link" in day["classes"]  # no link around it to the file
         assert night["loading"] == "lazy"  # fetched on a dark page only
         assert ("loading" in day) == (number not in shown)  # the default loads at once
     default = light.children[shown[0]]

@@ -62,10 +62,12 @@ STATE_CLASS = "attnlab-live-state"
 HIDDEN_CLASS = "attnlab-live-hidden"
 NOTE_CLASS = "attnlab-live-note"
 #: Every figure image the book's style drew (the stylesheet keeps the theme's dark-mode
-#: panel and filter off them; ``dark-light`` tells the theme the same), and the classes
-#: that show a picture on a light or a dark page only (``_static/attnlab-typography.css``).
+#: panel and filter off them; ``dark-light`` tells the theme the same; ``no-scaled-link``
+#: keeps Sphinx from wrapping a sized image in a link to its file), and the classes that
+#: show a picture on a light or a dark page only (``_static/attnlab-typography.css``).
 FIGURE_CLASS = "attnlab-figure"
 THEME_READY_CLASS = "dark-light"
+NO_LINK_CLASS = "no-scaled-link"
 LIGHT_CLASS, DARK_CLASS = "attnlab-light", "attnlab-dark"
 
 #: Where drawn states are kept between builds (``make clean`` removes it).
@@ -297,7 +299,7 @@ def live_figure_nodes(renderer, description: dict[str, Any], prefix: str,
         if shown and default_alt:
             alt = default_alt
         for (theme, block), png in zip(blocks.items(), pngs, strict=True):
-            classes = [STATE_CLASS, FIGURE_CLASS, THEME_READY_CLASS] + (
+            classes = [STATE_CLASS, FIGURE_CLASS, THEME_READY_CLASS, NO_LINK_CLASS] + (
                 [] if shown else [HIDDEN_CLASS])
             # fetched only when shown: the page loads one picture
             block += _image(renderer, png, alt, classes, lazy=not shown or theme == DARK_CLASS)
@@ -323,9 +325,10 @@ def themed_image_nodes(renderer, data) -> list:
     uri = renderer.write_file([filename], dark_png, overwrite=False, exists_ok=True)
     dark = light.deepcopy()
     dark["uri"] = uri
-    dark["classes"] = [*light["classes"], FIGURE_CLASS, THEME_READY_CLASS, DARK_CLASS]
+    shared = [FIGURE_CLASS, THEME_READY_CLASS, NO_LINK_CLASS]
+    dark["classes"] = [*light["classes"], *shared, DARK_CLASS]
     dark["loading"] = "lazy"  # fetched only on a dark page
-    light["classes"] += [FIGURE_CLASS, THEME_READY_CLASS, LIGHT_CLASS]
+    light["classes"] += [*shared, LIGHT_CLASS]
     return [light, dark]
 
 

@@ -6,12 +6,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
-        test-lab notebooks lab grade publish clean distclean
+        test-lab notebooks colab-cell lab grade publish clean distclean
 
 help:
 	@echo "make book       本を _build/html に作る"
 	@echo "make test       リンター・attnlab のテスト・ノートブックの照合・本のビルド"
 	@echo "make notebooks  全ノートブックを実行し直して出力を保存する"
+	@echo "make colab-cell 各章の Colab 用のインストールのセルを _config.yml の URL に合わせる"
 	@echo "make student    解答を除いた学生版を student/ に書く"
 	@echo "make test-portable  全ノートブックを AVX2・AVX・AVX なしの CPU のレベルで照合し直す"
 	@echo "make test-browser  本をビルドし、全ページを headless Chromium で開いて確かめる"
@@ -41,7 +42,7 @@ test: lint unit nbval student-test build
 
 # actionlint checks .github/workflows/ (and their run: scripts with shellcheck, where installed).
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts benchmarks
+	$(BIN)/ruff check src tests scripts book_ext benchmarks
 	$(BIN)/actionlint
 
 unit: $(STAMP)
@@ -54,7 +55,7 @@ nbval: warm
 build: warm
 	rm -rf _build/html _build/.doctrees
 	$(BIN)/jupyter-book build . -W -n --keep-going
-	$(BIN)/python -m scripts.check_site _build/html
+	$(BIN)/python -m tests.e2e.check_site _build/html
 	@echo "本: $(CURDIR)/_build/html/index.html"
 
 # The student edition: every chapter of _toc.yml without solutions, in student/ (git-ignored).
@@ -75,7 +76,7 @@ student-test: warm
 # baseline), chosen with NPY_DISABLE_CPU_FEATURES and OPENBLAS_CORETYPE and verified inside each
 # notebook's kernel: a committed output must not depend on the CPU's SIMD kernels.
 test-portable: warm
-	$(BIN)/python -m scripts.portable
+	$(BIN)/python -m tests.e2e.portable
 
 # The real-browser test: every page of the built book in headless Chromium (Debian's
 # /usr/bin/chromium, driven by Playwright). MathJax comes from tests/browser (npm ci), in
@@ -85,13 +86,13 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --no-audit --no-fund
 
 test-browser: build $(BROWSER_DEPS)
-	$(BIN)/python -m scripts.browser_test _build/html
+	$(BIN)/python -m tests.e2e.browser_test _build/html
 
 # The live figures with a kernel: JupyterLab (temporary settings, a copy of notebooks/) in
 # headless Chromium; every control of every widget-tagged cell moved, the picture must change.
 # Screenshots go to screenshots/lab/.
 test-lab: warm
-	$(BIN)/python -m scripts.lab_widget_test
+	$(BIN)/python -m tests.e2e.lab_widget_test
 
 # Publish the book: the strict build above (target build), then _build/html to the gh-pages
 # branch of REMOTE with ghp-import, as one more commit, and the pages' URL from _config.yml.
@@ -104,6 +105,12 @@ publish: $(STAMP)
 
 notebooks: warm
 	$(BIN)/python -m scripts.run_notebooks
+
+# The first code cell of every chapter installs attnlab in Colab from repository.url and
+# repository.branch of _config.yml: after a fork changes them, rewrite the cells (then run
+# make notebooks). make test fails while a cell and _config.yml disagree.
+colab-cell: $(STAMP)
+	$(BIN)/python -m scripts.sync_colab_cell
 
 lab: warm
 	$(BIN)/jupyter lab notebooks

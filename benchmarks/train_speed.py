@@ -1,30 +1,34 @@
 """Time training steps of the toy transformer, and the training runs the chapters need.
 
-Usage: python benchmarks/train_speed.py [--repeats N] [--limit S] [--steps-only]
+Usage: python benchmarks/train_speed.py [--rounds R] [--repeats N] [--limit S] [--steps-only]
        python benchmarks/train_speed.py --compare OLD_SRC [--rounds R] [--repeats N] [--warm W]
-       python benchmarks/train_speed.py --lines N [--warm W] [--repeats N]
+       python benchmarks/train_speed.py --lines N [--path fast|readable] [--warm W]
 
-First, one training step (a batch from the task, forward, backward, Adam) of the
+First, one training step (a batch from the task, loss and gradients, Adam) of the
 chapter-sized model (V=32, D=64, H=4, L=2, T=32, B=64, float32) for every positional
-scheme, for GQA and in float64; prints the median and best ms per step and steps per
-second. Then every run listed in ``CHAPTER_RUNS`` is trained once, as the chapter will
-train it, and timed; the script exits with 1 if one takes longer than ``--limit``
-seconds (20 by default: the notebook tests must stay quick).
+scheme, for GQA and in float64, by the readable model (``attnlab.model``) and by the
+fast path ``train`` takes (``attnlab.fast_training``): the two take turns, ``--rounds``
+rounds of ``--repeats`` steps, so that a busy machine slows both alike; prints the
+median ms per step of each (wall clock and CPU time) and the ratio readable / fast. Then
+every run listed in ``CHAPTER_RUNS`` is trained once, as the chapter will train it, and
+timed; the script exits with 1 if one takes longer than ``--limit`` seconds (20 by
+default: the notebook tests must stay quick).
 
 ``--lines N`` prints, for every configuration, the N source lines of attnlab that take
-the most time in a training step (their own time, without the functions they call),
-measured with ``sys.settrace`` after ``--warm`` steps, and the step time without the
-tracer: where to look when the engine is to get faster.
+the most time in a training step of ``--path`` (their own time, without the functions
+they call), measured with ``sys.settrace`` after ``--warm`` steps, and the step time
+without the tracer: where to look when a path is to get faster.
 
-``--compare OLD_SRC`` times the same training step of another version of attnlab (its
-``src`` folder, e.g. a ``git worktree`` of an older commit) side by side with this one:
-two worker processes, one importing each version, take turns for ``--rounds`` rounds of
-``--repeats`` steps per configuration (which one goes first alternates), so that a busy
-machine slows both alike; ``--warm W`` trains W steps first, untimed, so that the
-heads are as sharp as in a chapter's run. Prints per configuration the median ms per
-step of each (wall clock and CPU time of the process) and the ratio old / new. The
-environment variable ``NEW_SRC`` puts another ``src`` folder on the new side (to
-compare two drafts).
+``--compare OLD_SRC`` times the training step of another version of attnlab (its
+``src`` folder, e.g. a ``git worktree`` of an older commit) side by side with this one's
+fast path: two worker processes, one importing each version, take turns as above;
+``--warm W`` trains W steps first, untimed, so that the heads are as sharp as in a
+chapter's run. A version's step is what its ``train`` runs (``fast_training`` where it
+exists, else ``model.loss_and_grads``). The environment variable ``NEW_SRC`` puts
+another ``src`` folder on the new side (to compare two drafts).
+
+Time with ``OPENBLAS_NUM_THREADS=1``; the model limits BLAS to one thread inside its
+calls anyway.
 """
 
 import argparse
@@ -38,9 +42,23 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.model import ModelConfig, init_params, loss_and_grads
+from attnlab import model
+from attnlab.model import ModelConfig, init_params
 from attnlab.tasks import PreviousToken, RepeatedSequence, TwoPositions
 from attnlab.training import Adam, train
+
+try:  # the fast path, where this version of attnlab has one (see --compare)
+    from attnlab import fast_training
+except ImportError:
+    fast_training = None
+
+
+def step_function(path: str):
+    """``(params, batch, config) -> grads`` of the readable model or of the fast path."""
+    if path == "fast" and fast_training is not None:
+        return lambda params, batch, config: fast_training.loss_grads_accuracy(
+            params, batch, config)[1]
+    return lambda params, batch, config: model.loss_and_grads(params, batch, config)[1]
 
 CHAPTER = dict(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=32)
 
@@ -65,19 +83,29 @@ CHAPTER_RUNS = [
 ]
 
 
-def time_steps(config: ModelConfig, repeats: int) -> list[float]:
-    """Seconds per training step of ``config`` on repeated sequences, B=64, T=32."""
+def time_paths(config: ModelConfig, rounds: int, repeats: int) -> dict:
+    """Wall and CPU seconds per training step of ``config`` on repeated sequences (B=64,
+    T=32), by path: the readable and the fast path take turns, each on its own copy of
+    the same parameters and batches."""
     rng = np.random.default_rng(0)
     params = init_params(config, rng)
-    optimiser = Adam(params)
     task = RepeatedSequence(config.vocab_size)
-    times = []
-    for _ in range(repeats + 3):  # the first steps warm caches and BLAS threads
-        start = time.perf_counter()
-        _, grads = loss_and_grads(params, task(rng, 64, 32), config)
-        optimiser.step(params, grads)
-        times.append(time.perf_counter() - start)
-    return times[3:]
+    batches = [task(rng, 64, 32) for _ in range(repeats + 1)]
+    times = {path: ([], []) for path in PATHS}
+    for round_ in range(rounds):
+        for path in (PATHS if round_ % 2 == 0 else PATHS[::-1]):
+            step, state = step_function(path), {k: v.copy() for k, v in params.items()}
+            optimiser = Adam(state)
+            for i, batch in enumerate(batches):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                optimiser.step(state, step(state, batch, config))
+                if i:  # the first step after a switch warms caches up
+                    times[path][0].append(time.perf_counter() - start)
+                    times[path][1].append(time.process_time() - start_cpu)
+    return times
+
+
+PATHS = ("readable", "fast")
 
 
 SETTINGS = [dict(positional=p) for p in ("none", "sinusoidal", "learned", "rope", "alibi")]
@@ -89,7 +117,7 @@ def label(setting: dict) -> str:
     return ", ".join(f"{k}={v}" if k != "positional" else v for k, v in setting.items())
 
 
-def line_times(config: ModelConfig, warm: int, steps: int) -> tuple[float, list]:
+def line_times(config: ModelConfig, warm: int, steps: int, path: str) -> tuple[float, list]:
     """Milliseconds per step without a tracer, and (ms per step, calls per step, file,
     line, source) for every line of attnlab run in a step, its own time only."""
     import linecache
@@ -98,10 +126,10 @@ def line_times(config: ModelConfig, warm: int, steps: int) -> tuple[float, list]
     params = init_params(config, rng)
     optimiser = Adam(params)
     task = RepeatedSequence(config.vocab_size)
+    grads_of = step_function(path)
 
     def step():
-        _, grads = loss_and_grads(params, task(rng, 64, 32), config)
-        optimiser.step(params, grads)
+        optimiser.step(params, grads_of(params, task(rng, 64, 32), config))
 
     for _ in range(warm):  # training changes the scores: sharp heads take other paths
         step()
@@ -157,14 +185,14 @@ def worker() -> int:
         rng = np.random.default_rng(0)
         params = init_params(config, rng)
         states.append((config, rng, params, Adam(params), RepeatedSequence(config.vocab_size)))
+    grads_of = step_function("fast")
     for line in sys.stdin:
         index, steps = (int(word) for word in line.split())
         config, rng, params, optimiser, task = states[index]
         wall, cpu = [], []
         for _ in range(steps):
             start, start_cpu = time.perf_counter(), time.process_time()
-            _, grads = loss_and_grads(params, task(rng, 64, 32), config)
-            optimiser.step(params, grads)
+            optimiser.step(params, grads_of(params, task(rng, 64, 32), config))
             wall.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
         print(json.dumps([wall, cpu]), flush=True)
@@ -218,12 +246,13 @@ def compare(old_src: str, rounds: int, repeats: int, warm: int = 0) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--limit", type=float, default=20.0, help="seconds per chapter run")
     parser.add_argument("--steps-only", action="store_true", help="skip the chapter runs")
     parser.add_argument("--compare", metavar="OLD_SRC",
                         help="time this engine against the attnlab in OLD_SRC, alternating")
-    parser.add_argument("--rounds", type=int, default=10, help="alternations for --compare")
+    parser.add_argument("--rounds", type=int, default=10, help="alternations of the two sides")
+    parser.add_argument("--path", choices=PATHS, default="fast", help="the step --lines traces")
     parser.add_argument("--lines", type=int, metavar="N",
                         help="print the N slowest source lines of each configuration's step")
     parser.add_argument("--warm", type=int, default=None,
@@ -235,7 +264,8 @@ def main(argv: list[str]) -> int:
     if args.lines:
         args.warm = 30 if args.warm is None else args.warm
         for setting in SETTINGS:
-            plain, rows = line_times(ModelConfig(**CHAPTER, **setting), args.warm, args.repeats)
+            plain, rows = line_times(ModelConfig(**CHAPTER, **setting), args.warm, args.repeats,
+                                     args.path)
             traced = sum(row[0] for row in rows)
             print(f"\n{label(setting)}: {plain:.2f} ms/ステップ（トレーサなし）, "
                   f"行の合計 {traced:.2f} ms（トレーサ込み）")
@@ -246,13 +276,17 @@ def main(argv: list[str]) -> int:
         args.warm = args.warm or 0
         return compare(args.compare, args.rounds, args.repeats, args.warm)
 
-    print("1 ステップ（バッチ生成・順伝播・逆伝播・Adam）: V=32, D=64, H=4, L=2, T=32, B=64")
-    print(f"{'設定':<22} {'中央値 ms':>10} {'最速 ms':>8} {'ステップ/秒':>11}")
+    print("1 ステップ（損失と勾配・Adam）: V=32, D=64, H=4, L=2, T=32, B=64, "
+          f"読める版と高速版を {args.rounds} 回交互 × {args.repeats} ステップ")
+    print(f"{'設定':<22} {'読める版 ms':>10} {'高速版 ms':>9} {'比':>5}   "
+          f"{'読める版 CPU':>11} {'高速版 CPU':>10} {'比':>5}")
     for setting in SETTINGS:
-        config = ModelConfig(**CHAPTER, **setting)
-        times_ms = np.array(time_steps(config, args.repeats)) * 1000
-        median = statistics.median(times_ms)
-        print(f"{label(setting):<22} {median:>10.1f} {times_ms.min():>8.1f} {1000 / median:>11.1f}")
+        times = time_paths(ModelConfig(**CHAPTER, **setting), args.rounds, args.repeats)
+        (slow_wall, slow_cpu), (fast_wall, fast_cpu) = (
+            [statistics.median(t) * 1000 for t in times[path]] for path in PATHS)
+        print(f"{label(setting):<22} {slow_wall:>10.2f} {fast_wall:>9.2f} "
+              f"{slow_wall / fast_wall:>5.2f}   {slow_cpu:>11.2f} {fast_cpu:>10.2f} "
+              f"{slow_cpu / fast_cpu:>5.2f}")
     if args.steps_only:
         return 0
 

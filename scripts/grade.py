@@ -19,9 +19,13 @@ kernel, in a temporary folder, from a copy: the submission is only read.
    limit (an endless loop is interrupted and the next cell runs), errors allowed. The
    narrative of the chapter is not run: the student does not write it, and skipping it keeps
    a class's folder fast. ``--all-cells`` runs every cell instead. Then, for each exercise,
-   one cell the grader adds calls ``attnlab.checks.core.grade_in_namespace``: the same
-   ``check_…`` the student ran, on the student's function, returning a structured result.
-4. **Verdicts.** 正解 / 不正解 (the check's diagnosis) / 未実装 (the stub, or no function
+   one cell the grader adds runs :func:`grade_in_kernel` there: the same ``check_…`` the
+   student ran (its ``evaluate``, which prints nothing), on the student's function, and one
+   line of JSON with the structured result (verdict and diagnosis) for the grader to read.
+4. **Verdicts.** 正解 / 不正解 (the check's diagnosis; where the student's code raised an
+   exception, the cell is named by its place in the submission, e.g. 上から 12 番目のセル,
+   since the kernel's own numbers count only the cells the grader ran) / 未実装 (the stub,
+   or no function
    of that name) / 実行時エラー (the cell that defines the function failed, or the kernel
    died) / 時間切れ (the definition or the check ran past the limit). A file that is not a
    notebook gets 読めません and no verdicts.
@@ -37,6 +41,7 @@ import argparse
 import ast
 import csv
 import html
+import inspect
 import json
 import os
 import re
@@ -62,7 +67,8 @@ LABEL = re.compile(r"\bex(?P<chapter>\d\d)-[\w-]+")
 CHECK_CALL = re.compile(r"\b(?P<check>check_\w+)\(\s*(?P<function>[A-Za-z_]\w*)\s*\)")
 TIMEOUT_ENAME = "Timeout"
 TIMED_OUT = "attnlab_timed_out"  # set on a cell the time limit interrupted
-MARKER = "@@attnlab-grade@@"  # attnlab.checks.core.GRADE_MARKER (not imported: no numpy here)
+MARKER = "@@attnlab-grade@@"  # starts the line of JSON that grade_in_kernel prints
+KERNEL_CELL = re.compile(r"セル In\[(?P<count>\d+)\] の")  # attnlab.checks.core.student_line
 
 VERDICTS = ("正解", "不正解", "未実装", "実行時エラー", "時間切れ")
 UNREADABLE = "読めません"
@@ -169,21 +175,53 @@ class Outcome:
     seconds: float = 0.0
 
 
-def _cells_to_run(nb, all_cells: bool) -> list:
-    code = [(cell, section) for cell, section in zip(nb.cells, _sections(nb.cells), strict=True)
+def _cells_to_run(nb, all_cells: bool) -> tuple[list, list[int]]:
+    """The cells the grader runs, and for each the index of its cell in ``nb``."""
+    code = [(index, cell, section) for index, (cell, section)
+            in enumerate(zip(nb.cells, _sections(nb.cells), strict=True))
             if cell.cell_type == "code"]
-    keep = []
-    for cell, section in code:
+    keep, origin = [], []
+    for index, cell, section in code:
         if "colab-install" in cell.metadata.get("tags", []):
             continue  # installs the course package in Colab; never needed here
         if all_cells or section is None or EXERCISES_HEADING in section:
             keep.append(nbformat.v4.new_code_cell(cell.source))
-    return keep
+            origin.append(index)
+    return keep, origin
+
+
+def grade_in_kernel(check_name: str, function_names: list[str], label: str, marker: str,
+                    namespace: dict) -> None:
+    """Run in the student's kernel, after the student's cells: the self-check ``check_name``
+    on the first of ``function_names`` that ``namespace`` (the notebook's globals) defines,
+    printed as one line of JSON after ``marker`` (``"found": false`` when none is defined).
+
+    Nothing is taken from the namespace but the function: the check comes from
+    ``attnlab.checks``, and the cell runs this code in a namespace of its own
+    (:func:`_grade_cell`), so a student's ``print`` or ``json`` cannot stand in for ours.
+    """
+    import json
+    import sys
+
+    from attnlab.checks import CHECKS
+
+    found = next((name for name in function_names if name in namespace), None)
+    result = None if found is None else CHECKS[check_name].evaluate(namespace[found])
+    record = {"label": label, "check": check_name, "found": found is not None,
+              "function": found, "verdict": None if result is None else result.verdict,
+              "message": None if result is None else result.message}
+    sys.stdout.write(marker + json.dumps(record, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+GRADE_SOURCE = inspect.getsource(grade_in_kernel)
 
 
 def _grade_cell(task: Task, names: list[str]) -> str:
-    return (f"__import__('attnlab.checks.core', fromlist=['x']).grade_in_namespace("
-            f"{task.check!r}, {names!r}, globals(), {task.label!r})")
+    """The cell that grades ``task`` in the student's kernel (it leaves no name behind)."""
+    code = (f"{GRADE_SOURCE}\ngrade_in_kernel({task.check!r}, {names!r}, {task.label!r}, "
+            f"{MARKER!r}, student_namespace)\n")
+    return f"exec({code!r}, {{'student_namespace': globals()}})"
 
 
 def _error_of(cell) -> tuple[str, str] | None:
@@ -218,7 +256,7 @@ def grade_notebook(path: Path, chapters: list[Chapter], cell_timeout: int = 30,
         outcome.seconds = time.perf_counter() - start
         return outcome
 
-    cells = _cells_to_run(nb, all_cells)
+    cells, origin = _cells_to_run(nb, all_cells)
     student_code = "\n".join(cell.source for cell in cells)
     first_grade = len(cells)
     for task in chapter.tasks:
@@ -254,13 +292,27 @@ def grade_notebook(path: Path, chapters: list[Chapter], cell_timeout: int = 30,
             died = _short(f"{type(err).__name__}: {err}", 80)
 
     student_cells = run.cells[:first_grade]
-    outcome.verdicts = {task.label: _verdict(task, run.cells[first_grade + i], student_cells, died)
+    # the kernel numbers the cells it ran (In[n]); the instructor sees the submission's cells
+    places = {cell.execution_count: origin[i] + 1 for i, cell in enumerate(student_cells)
+              if cell.get("execution_count") is not None}
+    outcome.verdicts = {task.label: _verdict(task, run.cells[first_grade + i], student_cells, died,
+                                             places)
                         for i, task in enumerate(chapter.tasks)}
     outcome.seconds = time.perf_counter() - start
     return outcome
 
 
-def _verdict(task: Task, grade_cell, student_cells, died: str | None) -> tuple[str, str]:
+def _in_submission(message: str, places: dict[int, int]) -> str:
+    """``セル In[n]`` of the grader's kernel as the cell's place in the submission."""
+    def place(match: re.Match) -> str:
+        number = places.get(int(match["count"]))
+        return match[0] if number is None else f"上から {number} 番目のセルの"
+
+    return KERNEL_CELL.sub(place, message)
+
+
+def _verdict(task: Task, grade_cell, student_cells, died: str | None,
+             places: dict[int, int] | None = None) -> tuple[str, str]:
     record = None
     for output in grade_cell.get("outputs", []):
         for line in str(output.get("text", "")).splitlines():
@@ -268,7 +320,7 @@ def _verdict(task: Task, grade_cell, student_cells, died: str | None) -> tuple[s
                 record = json.loads(line[len(MARKER):])
     defining = [c for c in student_cells if task.function in _defined_functions(c.source)]
     if record is not None and record["found"]:
-        return record["verdict"], _short(record["message"])
+        return record["verdict"], _short(_in_submission(record["message"], places or {}), 240)
     error = _error_of(grade_cell)
     if error and error[0] == TIMEOUT_ENAME:
         return "時間切れ", f"自己チェックが {task.check} の実行中に時間の上限を超えました"

@@ -19,7 +19,8 @@ What a student notebook keeps and loses (nbconvert preprocessors, applied in thi
 4. ``ClearOutputPreprocessor`` clears outputs and execution counts.
 5. ``StudentNotePreprocessor`` keeps only the kernelspec and language of the notebook
    metadata, records the chapter number (``attnlab.chapter``, for ``scripts/grade.py``) and
-   puts a short note at the top.
+   puts a short note at the top (what to do, and the licences in one line, as the book's
+   footer says them).
 """
 
 import re
@@ -44,13 +45,20 @@ BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\s*$")
 END = re.compile(r"^[ \t]*#+\s*END SOLUTION\s*$")
 STUB_COMMENT = "# ここにあなたの実装を書きます"
 STUB = 'raise NotImplementedError("ここを実装してください")'
-NOTE = (
-    "> **学生版**：このノートブックには解答は含まれていません。\n"
-    "> 実装する練習問題では、`raise NotImplementedError(\"ここを実装してください\")` の行を\n"
-    "> あなたのコードに置き換えてください。そのあとのセルの自己チェック\n"
-    "> （`check_…` で始まる関数）が、正しいかどうかの判定と、\n"
-    "> 間違っていればよくある原因を表示します。\n"
-    "> 実装する前に実行すると、自己チェックは「未実装」と表示します。これはエラーではありません。"
+#: The licences in one line, as the book's footer says them (_config.yml html.extra_footer).
+CONTENT_LICENCE_URL = "https://creativecommons.org/licenses/by/4.0/deed.ja"
+CODE_LICENCE_URL = "https://opensource.org/license/mit"
+LICENCE_LINE = (f"文章と図は [CC BY 4.0]({CONTENT_LICENCE_URL})、コードは "
+                f"[MIT ライセンス]({CODE_LICENCE_URL})で公開しています"
+                "（リポジトリの LICENSE-CONTENT と LICENSE）。")
+NOTE = (  # one paragraph per line: a line break between Japanese words would show as a space
+    "> **学生版**：このノートブックには解答は含まれていません。"
+    "実装する練習問題では、`raise NotImplementedError(\"ここを実装してください\")` の行を"
+    "あなたのコードに置き換えてください。そのあとのセルの自己チェック（`check_…` で始まる関数）が、"
+    "正しいかどうかの判定と、間違っていればよくある原因を表示します。"
+    "実装する前に実行すると、自己チェックは「未実装」と表示します。これはエラーではありません。\n"
+    ">\n"
+    f"> {LICENCE_LINE}"
 )
 NOTE_MARK = "**学生版**"
 CHAPTER_KEY = "attnlab"  # notebook metadata {"chapter": "01"}, read by scripts/grade.py
@@ -269,6 +277,11 @@ def run_student_notebook(path: Path, stubbed: list[str]) -> list[str]:
                             for out in cell.outputs)
             if "未実装" not in shown:
                 problems.append(f"自己チェックが「未実装」と表示しません：{cell.source[:80]!r}")
+            values = [out.data.get("text/plain", "") for out in cell.outputs
+                      if out.output_type == "execute_result"]
+            if values:  # e.g. a bare False under the verdict's line
+                problems.append(f"自己チェックの行のあとに返り値 {values[0]!r} が表示されます："
+                                f"{cell.source[:80]!r}")
     return problems
 
 

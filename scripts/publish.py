@@ -145,7 +145,7 @@ def fork_warning(remote: str, remote_url: str, repository_url: str) -> str | Non
     return (
         f"注意: リモート '{remote}' は {'/'.join(pushed)} ですが、_config.yml の repository.url は "
         f"{'/'.join(configured)} です。フォークなら repository.url を書き換えてください"
-        "（README の「フォークするとき」）。"
+        "（CONTRIBUTING.md の「フォークするとき」）。"
     )
 
 

@@ -1,6 +1,7 @@
 """Write the Colab install cell at the top of every chapter notebook, from _config.yml.
 
-Usage: python -m scripts.sync_colab_cell [NOTEBOOK ...]   (default: every notebooks/*.ipynb)
+Usage: python -m scripts.sync_colab_cell [NOTEBOOK ...]   (default: every notebooks/*.ipynb;
+``make colab-cell`` runs it so)
 
 The first code cell of every chapter installs the course package ``attnlab`` with pip
 from the repository, and only when the notebook runs in Google Colab (everywhere else

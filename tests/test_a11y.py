@@ -2,7 +2,7 @@
 
 - each chapter's figure cells carry a Japanese alt text, a caption and a name in their
   metadata (``mystnb.image.alt``, ``mystnb.figure.caption``, ``mystnb.figure.name``);
-- ``scripts/check_site.py`` finds, in the built HTML, an image whose alt text is empty or a
+- ``tests/e2e/check_site.py`` finds, in the built HTML, an image whose alt text is empty or a
   file name, and a figure image without a numbered caption;
 - the HTML controls of a live figure in the book (``attnlab.live_book``) have names.
 """
@@ -15,7 +15,7 @@ import pytest
 from attnlab.live_book import controls_html
 from attnlab.widgets import LIVE_HINT
 from scripts.book import all_notebooks
-from scripts.check_site import image_problems
+from tests.e2e.check_site import image_problems
 
 NOTEBOOKS = all_notebooks()
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -238,8 +238,8 @@ def test_a_live_figure_gives_its_default_state_the_cells_alt_and_the_others_thei
 def test_the_browser_test_gets_axe_core_pinned_from_the_lockfile_and_excuses_nothing_silently():
     import json
 
-    from scripts import browser_test
     from scripts.book import ROOT
+    from tests.e2e import browser_test
 
     package = json.loads((ROOT / "tests/browser/package.json").read_text(encoding="utf-8"))
     lock = json.loads((ROOT / "tests/browser/package-lock.json").read_text(encoding="utf-8"))

@@ -1,7 +1,7 @@
 """Every line of code and text output fits the book's code blocks without sideways scrolling.
 
 The book shows code cells and their text outputs as ``<pre>`` blocks that do not wrap. In
-headless Chromium at the browser test's 1280 px viewport (``scripts/browser_test.py``,
+headless Chromium at the browser test's 1280 px viewport (``tests/e2e/browser_test.py``,
 IPAexGothic for Japanese) the code font draws an ASCII character 8.43 px wide and a
 Japanese (East-Asian Wide/Full) one 14 px wide, 5/3 as wide. A block in the page's body has
 652 px for text (77 ASCII columns); a block inside a folded solution (a dropdown

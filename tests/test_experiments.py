@@ -5,15 +5,7 @@ import pkgutil
 import subprocess
 import sys
 
-import numpy as np
-import pytest
-
 import attnlab.experiments
-from attnlab.experiments.softmax_sharpness import (
-    SHARPNESS_D_K,
-    SHARPNESS_N_KEYS,
-    sharpness_samples,
-)
 
 PRESENTATION = ("matplotlib", "ipywidgets", "PIL", "attnlab.plotting", "attnlab.widgets",
                 "attnlab.checks")
@@ -36,24 +28,3 @@ def test_experiments_import_no_presentation():
     for name in modules:
         importlib.import_module(name)
 
-
-def test_without_scaling_the_largest_weight_grows_with_d_k_and_with_scaling_it_does_not():
-    for n_keys in SHARPNESS_N_KEYS:
-        raw = [sharpness_samples(d, False, n_keys)[1].mean() for d in SHARPNESS_D_K]
-        scaled = [sharpness_samples(d, True, n_keys)[1].mean() for d in SHARPNESS_D_K]
-        assert np.all(np.diff(raw) > 0), n_keys
-        assert raw[-1] > 0.85, n_keys
-        assert np.ptp(scaled) < 0.05, n_keys
-
-
-def test_sharpness_weights_are_softmax_rows():
-    one, largest = sharpness_samples(64, True, 16)
-    assert one.shape == (16,) and np.isclose(one.sum(), 1.0)
-    assert np.all((largest >= 1 / 16 - 1e-12) & (largest <= 1.0))
-
-
-@pytest.mark.parametrize("bad", [{"d_k": 5}, {"n_keys": 3}])
-def test_sharpness_rejects_values_outside_the_domain(bad):
-    args = {"d_k": 64, "scaled": True, "n_keys": 16, **bad}
-    with pytest.raises(ValueError, match=f"{next(iter(bad))}="):
-        sharpness_samples(**args)

@@ -74,6 +74,9 @@ def _exercise_cell(nb) -> int:
                 if c.cell_type == "code" and "def my_attention" in c.source and STUB in c.source)
 
 
+NAME_ERROR = CORRECT.replace("np.sqrt(q.shape[-1])", "np.sqrt(Dh)") + CHECK
+
+
 def submission(source: str | None) -> nbformat.NotebookNode:
     """Chapter 01's student edition with the exercise cell's code replaced by ``source``
     (None: the stub left as it is). benchmarks/grade_speed.py makes its class with it."""
@@ -101,11 +104,15 @@ def graded(tmp_path_factory):
     nb.metadata.pop("attnlab")
     (folder / "sub").mkdir()
     nbformat.write(nb, folder / "sub" / "no_metadata.ipynb")
+    # an exception in the student's function: named by its cell in the submission
+    nbformat.write(submission(NAME_ERROR), folder / "name_error.ipynb")
     (folder / "broken.ipynb").write_text('{"cells": [', encoding="utf-8")
     (folder / "not_a_notebook.ipynb").write_text("hello", encoding="utf-8")
     before = {p: p.read_bytes() for p in folder.rglob("*.ipynb")}
     chapters = grade.read_chapters()
-    outcomes = grade.grade_folder(folder, chapters, jobs=2, cell_timeout=4)
+    # 10 s: the endless loops end quickly, and the setup cell (numpy, matplotlib) fits even
+    # on a loaded machine (at 4 s it timed out under a load of 8 on 2 cores)
+    outcomes = grade.grade_folder(folder, chapters, jobs=2, cell_timeout=10)
     after = {p: p.read_bytes() for p in folder.rglob("*.ipynb")}
     return folder, chapters, outcomes, before == after
 
@@ -142,6 +149,17 @@ def test_files_broken_in_other_ways(graded):
         assert by_file[name].verdicts == {}
 
 
+def test_an_exception_is_placed_in_the_submissions_cell_not_the_graders(graded):
+    """The grader's kernel runs only some cells, so its In[n] is not the student's: the
+    diagnosis names the cell by its place in the submission (its number from the top)."""
+    _, _, outcomes, _ = graded
+    verdict, why = _by_file(outcomes)["name_error.ipynb"].verdicts[LABEL]
+    place = _exercise_cell(_student()) + 1
+    assert verdict == "不正解" and "NameError: name 'Dh' is not defined" in why
+    assert f"（上から {place} 番目のセルの 2 行目：scores = q @ k.T / np.sqrt(Dh)）" in why, why
+    assert "In[" not in why
+
+
 def test_submissions_are_only_read(graded):
     *_, unchanged = graded
     assert unchanged
@@ -173,6 +191,46 @@ def test_cli_refuses_to_write_into_the_submissions(tmp_path, capsys):
     assert grade.main([str(tmp_path), "--out", str(tmp_path / "grades")]) == 2
     assert "提出フォルダーの中" in capsys.readouterr().err
     assert grade.main([str(tmp_path / "missing")]) == 2
+
+
+def test_the_grader_records_verdicts_and_diagnoses_not_true_or_false(graded):
+    """What `make grade` records is the check's structured result: a verdict of
+    grade.VERDICTS and a diagnosis, never the True/False a notebook showed before."""
+    _, _, outcomes, _ = graded
+    recorded = [v for o in outcomes for v in o.verdicts.values()]
+    assert recorded and all(verdict in grade.VERDICTS for verdict, _ in recorded)
+    assert all(isinstance(why, str) and why not in ("True", "False") for _, why in recorded)
+
+
+def test_grade_in_kernel_prints_one_json_record(capsys):
+    def my_attention(q, k, v, mask=None):
+        return None
+
+    grade.grade_in_kernel("check_attention", ["missing", "my_attention"], LABEL, grade.MARKER,
+                          {"my_attention": my_attention})
+    grade.grade_in_kernel("check_attention", ["missing"], LABEL, grade.MARKER, {})
+    found, missing = capsys.readouterr().out.splitlines()
+    assert found.startswith(grade.MARKER) and missing.startswith(grade.MARKER)
+    record = json.loads(found[len(grade.MARKER):])
+    assert record == {"label": LABEL, "check": "check_attention", "found": True,
+                      "function": "my_attention", "verdict": "不正解",
+                      "message": record["message"]}
+    assert record["message"].startswith("my_attention: ") and "None" in record["message"]
+    assert json.loads(missing[len(grade.MARKER):])["found"] is False
+
+
+def test_the_grade_cell_runs_in_its_own_namespace(capsys):
+    """The cell the grader adds reads the student's globals and leaves nothing in them;
+    a student's own print or json does not change what it records."""
+    def my_attention(q, k, v, mask=None):
+        raise NotImplementedError
+
+    namespace = {"my_attention": my_attention, "print": None, "json": None}
+    exec(grade._grade_cell(grade.Task(LABEL, "check_attention", "my_attention"),
+                           ["my_attention"]), namespace)
+    assert set(namespace) == {"my_attention", "print", "json", "__builtins__"}
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line[len(grade.MARKER):])["verdict"] == "未実装"
 
 
 def test_check_results_are_data():

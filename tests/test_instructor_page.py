@@ -1,4 +1,4 @@
-"""The generated tables of the 講師向け page (scripts/instructor_page.py).
+"""The generated tables of the 講師向け page (book_ext/instructor_page.py).
 
 The parser runs on the fixture notebook (tests/fixtures/99_student_fixture.ipynb: exercises
 in the start/end and one-cell forms, with and without minutes) and on every real chapter.
@@ -10,8 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from scripts.exercises import Exercise, parse_exercises
-from scripts.instructor_page import (
+from book_ext.instructor_page import (
     CHARS_PER_MINUTE,
     MINUTES_PER_CODE_CELL,
     Chapter,
@@ -21,6 +20,7 @@ from scripts.instructor_page import (
     read_chapters,
     time_markdown,
 )
+from scripts.exercises import Exercise, parse_exercises
 
 FIXTURE = Path(__file__).parent / "fixtures" / "99_student_fixture.ipynb"
 CHAPTERS = read_chapters()

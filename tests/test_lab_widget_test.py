@@ -1,9 +1,9 @@
-"""The parts of scripts/lab_widget_test.py that run without a browser (make test-lab runs it)."""
+"""The parts of tests/e2e/lab_widget_test.py that run without a browser (make test-lab runs it)."""
 
 import nbformat
 
 from scripts.book import NOTEBOOKS, all_notebooks
-from scripts.lab_widget_test import copy_notebooks, kernel_problems, widget_notebooks
+from tests.e2e.lab_widget_test import copy_notebooks, kernel_problems, widget_notebooks
 
 REFUSED = "No such comm target registered: jupyter.widget.control\n"
 

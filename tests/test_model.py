@@ -420,6 +420,34 @@ def test_adams_first_step_moves_every_entry_by_lr_against_its_gradient():
     np.testing.assert_allclose(params["w"], [0.9, -1.9, 2.9], rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adam_is_the_formula_of_the_paper_step_by_step(dtype):
+    """m ← β1 m + (1 − β1) g, v ← β2 v + (1 − β2) g², θ ← θ − lr (m / (1 − β1^t)) /
+    (√(v / (1 − β2^t)) + ε), for every parameter, as chapter 07 writes it."""
+    rng = np.random.default_rng(13)
+    params = {"a": rng.standard_normal((3, 4)).astype(dtype),
+              "b": rng.standard_normal(5).astype(dtype)}
+    theta = {name: value.copy() for name, value in params.items()}
+    m = {name: np.zeros_like(value) for name, value in params.items()}
+    v = {name: np.zeros_like(value) for name, value in params.items()}
+    adam = Adam(params, lr=0.03)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    for t in range(1, 6):
+        grads = {name: rng.standard_normal(value.shape).astype(dtype)
+                 for name, value in params.items()}
+        if t == 3:
+            del grads["b"]  # a parameter without a gradient this step does not move
+        adam.step(params, grads)
+        for name, g in grads.items():
+            m[name] = b1 * m[name] + (1 - b1) * g
+            v[name] = b2 * v[name] + (1 - b2) * g * g
+            theta[name] = theta[name] - 0.03 * (m[name] / (1 - b1 ** t)) / (
+                np.sqrt(v[name] / (1 - b2 ** t)) + eps)
+        for name in params:
+            assert params[name].dtype == dtype
+            np.testing.assert_allclose(params[name], theta[name], rtol=1e-6, atol=1e-7)
+
+
 def test_training_is_deterministic_for_a_seed():
     config = small(n_layers=1)
     task = PreviousToken(vocab_size=7)

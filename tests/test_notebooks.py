@@ -96,7 +96,7 @@ def test_first_code_cell_installs_attnlab_in_colab_from_the_config_url(path):
     nb = nbformat.read(path, as_version=4)
     first = _code_cells(nb)[0]
     url, branch = repository()
-    fix = "python -m scripts.sync_colab_cell を実行してから make notebooks を実行してください"
+    fix = "make colab-cell を実行してから make notebooks を実行してください"
     assert f"git+{url}@{branch}" in first.source, f"_config.yml の URL と違います: {fix}"
     assert first.source == colab_source(url, branch), fix
     assert first.metadata.get("tags") == COLAB_TAGS, fix

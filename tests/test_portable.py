@@ -1,4 +1,4 @@
-"""scripts/portable.py (make test-portable): the CPU levels, the probe and its checks."""
+"""tests/e2e/portable.py (make test-portable): the CPU levels, the probe and its checks."""
 
 import json
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from scripts.book import execute_notebook
-from scripts.portable import (
+from tests.e2e.portable import (
     BLAS_ENV,
     LEVELS,
     NPY_ENV,
@@ -193,7 +193,7 @@ def test_every_collected_notebook_needs_its_kernels_probe(tmp_path):
 def test_no_record_at_all_is_refused(tmp_path):
     collected, probes = read_report(tmp_path / "missing.jsonl")
     (problem,) = check_kernels(collected, probes, fake_probe(), LEVEL["avx2"])
-    assert "プラグイン scripts.portable" in problem
+    assert "プラグイン tests.e2e.portable" in problem
 
 
 def test_unknown_level_names_are_refused():

@@ -90,6 +90,20 @@ def test_the_run_fails_when_a_check_does_not_say_not_implemented(tmp_path):
     assert len(problems) == 1 and "未実装" in problems[0]
 
 
+def test_the_run_fails_when_a_check_shows_a_bare_true_or_false(tmp_path):
+    """A check shows its verdict's line only (issue 33): a value under it is a problem."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "def check_f(func):\n    print('【未実装】f はまだ実装されていません。')\n"
+        "    return False\n\n\n"
+        "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n\n\ncheck_f(f)")])
+    nb.cells[0].metadata["tags"] = ["solution"]
+    student, stubbed = student_notebook(nb)
+    path = tmp_path / "bare_false.ipynb"
+    nbformat.write(student, path)
+    problems = run_student_notebook(path, stubbed)
+    assert len(problems) == 1 and "返り値 'False'" in problems[0]
+
+
 def test_unmarked_solution_cells_are_removed(student):
     nb, _ = student
     assert "assert double(3) == 6" not in _sources(nb)

@@ -223,3 +223,17 @@ def test_control_values_lists_each_discrete_domain():
         0.0, 0.25, 0.5, 0.75, 1.0)
     with pytest.raises(ValueError, match="離散の値域がありません"):
         control_values(widgets.Text(value="a"))
+
+
+def test_the_control_helpers_build_the_three_kinds_the_book_renders():
+    from attnlab.widgets.core import control_kind, control_labels, dropdown, slider, toggle
+
+    buttons = toggle([("割らない", False), ("割る", True)], True, "スケーリング")
+    assert control_kind(buttons) == "toggle" and buttons.style.button_width == "auto"
+    assert control_values(buttons) == (False, True) and buttons.value is True
+    assert control_labels(buttons) == ("割らない", "割る")
+    stops = slider(range(0, 16, 4), 8, "位置")
+    assert control_kind(stops) == "slider" and control_values(stops) == (0, 4, 8, 12)
+    menu = dropdown({"Llama 2 7B": 1, "Mistral 7B": 2}, "Mistral 7B", "モデル")  # the keys
+    assert control_kind(menu) == "dropdown" and menu.value == "Mistral 7B"
+    assert [c.description for c in (buttons, stops, menu)] == ["スケーリング", "位置", "モデル"]

@@ -23,8 +23,10 @@ importing any numerics module loads neither matplotlib nor ipywidgets):
   ``attention`` (softmax, masks, heads, the one multi-head forward pass, GQA/MQA),
   ``costs`` (parameters, FLOPs, KV cache), ``tasks`` (toy tasks and their batches),
   ``model`` (a small attention-only transformer with its backward pass), ``training``
-  (Adam, ``train``, ``evaluate``, ablation, pruning), ``head_roles`` (scores that name
-  what a head does) and ``experiments`` (one module per chapter's numeric experiment);
+  (Adam, ``train``, ``evaluate``, ablation, pruning), ``fast_training`` (the same
+  training step arranged for speed, which ``train`` runs; not taught), ``head_roles``
+  (scores that name what a head does) and ``experiments`` (one module per chapter's
+  numeric experiment);
 - presentation: ``plotting`` (font, palette, figure helpers), ``widgets`` (live
   figures, one module per figure) and ``checks`` (self-checks, one module per topic).
 

@@ -4,6 +4,8 @@ Each check raises ``ValueError`` with a Japanese message that names the argument
 its value, so a learner sees what to change rather than a numpy traceback.
 """
 
+from collections.abc import Iterable
+
 import numpy as np
 
 
@@ -76,8 +78,9 @@ def at_least_2d(x: np.ndarray, name: str, axes: str) -> np.ndarray:
     return x
 
 
-def choice(value, name: str, allowed: tuple[str, ...]) -> str:
-    """``value`` if it is one of ``allowed``, else a ValueError listing them."""
+def choice(value, name: str, allowed: Iterable):
+    """``value`` if it is one of ``allowed`` (a tuple, or a dict's keys), else a ValueError
+    naming the argument and listing the allowed values."""
     if value not in allowed:
         options = " / ".join(repr(a) for a in allowed)
         raise ValueError(f"{name}={value!r} は使えません: {options} のどれかを指定してください")
@@ -134,6 +137,110 @@ def token_ids(tokens, name: str = "tokens") -> np.ndarray:
             f"{name} は (B, T) の 2 次元配列である必要があります: {name}.shape={tokens.shape}"
         )
     return tokens
+
+
+
+# --- the inputs of the toy model (attnlab.model, attnlab.training) -------------------------
+
+def model_params(params, shapes: dict) -> dict:
+    """``params`` unchanged if it is a dict with every name of ``shapes`` in its shape
+    (:func:`attnlab.model.param_shapes`)."""
+    if not isinstance(params, dict):
+        raise ValueError(
+            "params はパラメータの dict である必要があります: "
+            f"type={type(params).__name__}"
+        )
+    for name, shape in shapes.items():
+        if name not in params:
+            raise ValueError(
+                f"params に {name!r} がありません: "
+                "init_params(config, rng) で作ってください"
+            )
+        if np.shape(params[name]) != shape:
+            raise ValueError(
+                f"params[{name!r}] の形が config と合いません: shape={np.shape(params[name])}, "
+                f"期待される形={shape}"
+            )
+    return params
+
+
+def model_tokens(tokens, config) -> np.ndarray:
+    """``tokens`` as a (B, T) int array of ids the model of ``config`` (a
+    :class:`attnlab.model.ModelConfig`) can read."""
+    tokens = token_ids(tokens, "tokens")
+    if tokens.size == 0:
+        raise ValueError(f"tokens が空です: tokens.shape={tokens.shape}")
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < 0 or high >= config.vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"トークン ID {bad} は語彙の範囲外です: vocab_size={config.vocab_size} なので "
+            f"0 〜 {config.vocab_size - 1} だけが使えます"
+        )
+    T = tokens.shape[1]
+    if config.positional == "learned" and T > config.max_len:
+        # IndexError, as attnlab.positional.lookup_positions: the table has no such row
+        raise IndexError(
+            f"系列長 T={T} が max_len={config.max_len} を超えています: 学習可能な位置埋め込みの"
+            f"表には位置 0 〜 {config.max_len - 1} の行しかなく、位置 {config.max_len} 以降の行は"
+            "ありません"
+        )
+    return tokens
+
+
+def model_batch(batch, config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``batch`` as ``(tokens, targets, loss_mask)`` whose targets and loss mask fit its
+    tokens and the model of ``config``."""
+    if not isinstance(batch, tuple) or len(batch) != 3:
+        raise ValueError(
+            "batch は Batch(tokens, targets, loss_mask) である必要があります"
+            "（attnlab.tasks のタスクが返すもの）: "
+            f"type={type(batch).__name__}"
+        )
+    tokens, targets, loss_mask = batch
+    tokens = model_tokens(tokens, config)
+    targets = token_ids(targets, "targets")
+    loss_mask = np.asarray(loss_mask)
+    if targets.shape != tokens.shape:
+        raise ValueError(
+            f"targets の形が tokens と一致しません: targets.shape={targets.shape}, "
+            f"tokens.shape={tokens.shape}"
+        )
+    if loss_mask.shape != tokens.shape:
+        raise ValueError(
+            f"loss_mask の形が tokens と一致しません: loss_mask.shape={loss_mask.shape}, "
+            f"tokens.shape={tokens.shape}"
+        )
+    loss_mask = loss_mask.astype(bool)
+    if not loss_mask.any():
+        raise ValueError("loss_mask がすべて False です: 損失を測る位置が 1 つもありません")
+    chosen = targets[loss_mask]
+    if chosen.min() < 0 or chosen.max() >= config.vocab_size:
+        bad = chosen.min() if chosen.min() < 0 else chosen.max()
+        raise ValueError(
+            f"targets の ID {int(bad)} は語彙の範囲外です: vocab_size={config.vocab_size}"
+        )
+    return tokens, targets, loss_mask
+
+
+def heads_kept(ablate, config) -> dict[int, np.ndarray]:
+    """``ablate`` (pairs (layer, head) to switch off) as a keep-vector (H,) of 0 and 1 per
+    affected layer of the model of ``config``."""
+    keep = {}
+    for pair in ablate or ():
+        try:
+            layer, head = (int(i) for i in pair)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"ablate の要素は (層, ヘッド) の組である必要があります: {pair!r}"
+            ) from None
+        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+            raise ValueError(
+                f"ablate の (層, ヘッド)=({layer}, {head}) はモデルにありません: 層は 0 〜 "
+                f"{config.n_layers - 1}、ヘッドは 0 〜 {config.n_heads - 1} です"
+            )
+        keep.setdefault(layer, np.ones(config.n_heads, dtype=config.dtype))[head] = 0.0
+    return keep
 
 
 def _preview(a: np.ndarray, n: int = 6) -> str:

@@ -116,24 +116,6 @@ def _check_bias(bias, scores_shape: tuple[int, ...], target: str) -> np.ndarray:
     return bias
 
 
-def _scores_to_weights(scores: np.ndarray, mask, bias) -> np.ndarray:
-    """Add ``bias``, hide masked keys and take the softmax over keys, all in place.
-
-    ``scores`` (..., Tq, Tk) is overwritten and returned as the weights; ``mask`` and
-    ``bias`` are already checked. Same arithmetic as :func:`softmax`, without its
-    temporary arrays: for large inputs these passes over the scores are most of what
-    attention costs beyond its matrix products.
-    """
-    if bias is not None:
-        scores += bias  # float32 scores stay float32
-    if mask is not None:
-        np.copyto(scores, -np.inf, where=~mask)
-    scores -= scores.max(axis=-1, keepdims=True)  # every row keeps a finite maximum
-    np.exp(scores, out=scores)
-    scores *= 1.0 / scores.sum(axis=-1, keepdims=True)  # one division per row, not per score
-    return scores
-
-
 def scaled_dot_product_attention(
     q: np.ndarray,
     k: np.ndarray,
@@ -184,21 +166,20 @@ def scaled_dot_product_attention(
         raise ValueError(
             f"k と v の系列長 (Tk) が一致しません: k.shape={k.shape}, v.shape={v.shape}"
         )
-    scale = math.sqrt(q.shape[-1])  # a Python float: float32 scores stay float32
+    d_k = q.shape[-1]
     try:
-        scores = q @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
+        scores = q @ k.mT / math.sqrt(d_k)  # (..., Tq, Tk); mT: k transposed
     except ValueError:
         raise ValueError(
             f"q と k の先頭の軸（バッチ・ヘッド）がブロードキャストできません: "
             f"q.shape={q.shape}, k.shape={k.shape}"
         ) from None
-    scores /= scale
     target = "(..., Tq, Tk)"
-    if mask is not None:
-        mask = _check_mask(mask, scores.shape, target)
     if bias is not None:
-        bias = _check_bias(bias, scores.shape, target)
-    weights = _scores_to_weights(scores, mask, bias)  # (..., Tq, Tk)
+        scores += _check_bias(bias, scores.shape, target)  # float32 scores stay float32
+    if mask is not None:
+        scores = np.where(_check_mask(mask, scores.shape, target), scores, -np.inf)
+    weights = softmax(scores)  # (..., Tq, Tk); hidden keys get weight 0
     try:
         out = weights @ v  # (..., Tq, Dv)
     except ValueError:
@@ -448,19 +429,18 @@ def _check_mha(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias) -> 
 # --- the forward pass -----------------------------------------------------------------------
 
 class AttentionPass(NamedTuple):
-    """What one multi-head attention pass computes, for a backward pass to reuse.
+    """What one multi-head attention pass computes, kept for a backward pass.
 
-    ``q`` is kept in the grouped layout the products use: the G = H / Hkv query heads
-    that share a K/V head stacked along the time axis.
+    The G = H / Hkv query heads that share a K/V head have an axis of their own, as
+    in :func:`attention_pass`; K and V have 1 there.
     """
 
     out: np.ndarray  # (..., T, D)
     attn: np.ndarray  # (..., H, T, T)
-    q: np.ndarray | None  # (..., Hkv, G·T, Dh) after RoPE, already divided by √Dh
-    k: np.ndarray | None  # (..., Hkv, T, Dh) after RoPE
-    v: np.ndarray | None  # (..., Hkv, T, Dh)
-    heads: np.ndarray | None  # (..., H, T, Dh) every head's output, before switching any off
-    concat: np.ndarray | None  # (..., T, D) the heads that are on, side by side
+    q: np.ndarray  # (..., Hkv, G, T, Dh) after RoPE
+    k: np.ndarray  # (..., Hkv, 1, T, Dh) after RoPE
+    v: np.ndarray  # (..., Hkv, 1, T, Dh)
+    concat: np.ndarray  # (..., T, D) the heads that are on, side by side
 
 
 def attention_pass(
@@ -473,58 +453,50 @@ def attention_pass(
     rope: RoPE | None = None,
     positions=None,
     keep: np.ndarray | None = None,
-    for_backward: bool = False,
 ) -> AttentionPass:
     """The one forward pass of multi-head (and grouped-query) attention, unchecked.
 
     :func:`multi_head_attention` checks its arguments and calls this; so does the toy
     model (:mod:`attnlab.model`), which also switches heads off (``keep``, (H,) of 0 and
-    1) and keeps the intermediate arrays for its backward pass (``for_backward=True``;
-    otherwise they are freed as soon as possible and returned as None).
+    1) and reads the arrays kept here in its backward pass.
 
-    Query heads that share a K/V head are stacked along the time axis, so one matrix
-    product per K/V head serves its whole group of G = H / Hkv query heads.
+    Query head ``j·G + g`` reads K/V head ``j``: q gets a group axis of G query heads,
+    K and V a group axis of 1, and the matrix products broadcast over it.
 
-    Not taught: the engine behind :func:`multi_head_attention` and the toy model.
+    No chapter calls it directly: chapters call :func:`multi_head_attention`.
+
+    Not taught: what :func:`multi_head_attention` and the toy model run.
     """
     w_q, w_k, w_v, w_o = weights
     n_heads, n_kv_heads, d_head = heads
-    *lead, T, D = x.shape
-    group = n_heads // n_kv_heads  # query heads per K/V head
+    *lead, T, _ = x.shape
+    group = n_heads // n_kv_heads  # G, query heads per K/V head
 
-    # The projections treat every token of every batch row alike: one (B·T, D) matrix
-    # product each, which BLAS runs faster than B separate (T, D) products.
-    rows = x.reshape(-1, D)  # (B·T, D)
-    q = (rows @ w_q).reshape(*lead, T, D)  # (..., T, D)
-    q *= 1.0 / math.sqrt(d_head)  # scale the queries: T·D numbers instead of H·T² scores
-    q = split_heads(q, n_heads)  # (..., H, T, Dh)
-    k = split_heads((rows @ w_k).reshape(*lead, T, -1), n_kv_heads)  # (..., Hkv, T, Dh)
-    v = split_heads((rows @ w_v).reshape(*lead, T, -1), n_kv_heads)  # (..., Hkv, T, Dh)
+    q = split_heads(x @ w_q, n_heads)  # (..., H, T, Dh)
+    k = split_heads(x @ w_k, n_kv_heads)  # (..., Hkv, T, Dh)
+    v = split_heads(x @ w_v, n_kv_heads)  # (..., Hkv, T, Dh)
     if rope is not None:
         positions = np.arange(T) if positions is None else positions  # (T,) or (..., 1, T)
-        q = rope.apply(q, positions)  # (..., H, T, Dh)
-        k = rope.apply(k, positions)  # (..., Hkv, T, Dh)
+        q = rope.apply(q, positions)
+        k = rope.apply(k, positions)
+    q = q.reshape(*lead, n_kv_heads, group, T, d_head)  # (..., Hkv, G, T, Dh)
+    k = k[..., None, :, :]  # (..., Hkv, 1, T, Dh): one K/V head for its whole group
+    v = v[..., None, :, :]  # (..., Hkv, 1, T, Dh)
 
-    q = q.reshape(*lead, n_kv_heads, group * T, d_head)  # (..., Hkv, G·T, Dh)
-    scores = q @ k.swapaxes(-1, -2)  # (..., Hkv, G·T, T), already divided by √Dh
-    if not for_backward:
-        # `del` hands an array's memory back as soon as it is no longer needed, so the
-        # next array reuses it: fewer fresh pages from the OS, which are slow to touch.
-        del q, k
-        q = k = None
-    attn = _scores_to_weights(scores.reshape(*lead, n_heads, T, T), mask, bias)  # (..., H, T, T)
-    out_heads = attn.reshape(*lead, n_kv_heads, group * T, T) @ v  # (..., Hkv, G·T, Dh)
+    scores = q @ k.mT / math.sqrt(d_head)  # (..., Hkv, G, T, T); mT: k transposed
+    scores = scores.reshape(*lead, n_heads, T, T)  # (..., H, T, T)
+    if bias is not None:
+        scores += bias  # float32 scores stay float32
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)  # hidden keys get weight 0
+    attn = softmax(scores)  # (..., H, T, T)
+    out_heads = attn.reshape(*lead, n_kv_heads, group, T, T) @ v  # (..., Hkv, G, T, Dh)
     out_heads = out_heads.reshape(*lead, n_heads, T, d_head)  # (..., H, T, Dh)
-    if not for_backward:
-        del v
-        v = None
-    kept = out_heads if keep is None else out_heads * keep[:, None, None]  # off: adds nothing
-    concat = merge_heads(kept)  # (..., T, D)
-    del kept
-    out = (concat.reshape(-1, D) @ w_o).reshape(*lead, T, D)  # (..., T, D)
-    if not for_backward:
-        return AttentionPass(out, attn, None, None, None, None, None)
-    return AttentionPass(out, attn, q, k, v, out_heads, concat)
+    if keep is not None:
+        out_heads = out_heads * keep[:, None, None]  # a switched-off head adds nothing
+    concat = merge_heads(out_heads)  # (..., T, D)
+    out = concat @ w_o  # (..., T, D)
+    return AttentionPass(out, attn, q, k, v, concat)
 
 
 def multi_head_attention(

@@ -87,3 +87,66 @@ def kv_cache_bytes(
         (n_layers, "n_layers"), (n_kv_heads, "n_kv_heads"), (d_head, "d_head"),
         (seq_len, "seq_len"), (batch_size, "batch_size"), (bytes_per_value, "bytes_per_value"))]
     return 2 * math.prod(values)
+
+
+class DecodeCost(NamedTuple):
+    """What :func:`decode_attention_cost` returns: one decoding step's attention."""
+
+    flops: int  # multiply-adds × 2 of the scores and the weighted sum, every layer
+    kv_bytes: int  # bytes of K and V read from the cache, every layer
+
+
+def decode_attention_cost(
+    n_layers: int,
+    n_heads: int,
+    n_kv_heads: int,
+    d_head: int,
+    seq_len: int,
+    batch_size: int = 1,
+    bytes_per_value: int = 2,
+) -> DecodeCost:
+    """FLOPs and cache reads of attention when one new token is generated.
+
+    The new query of each of the ``n_heads`` heads is scored against ``seq_len`` cached
+    keys and averages as many cached values: ``2 · 2 · layers · H · Dh · T · B`` FLOPs.
+    Every cached key and value is read once: :func:`kv_cache_bytes` of ``seq_len``
+    tokens. Sharing K/V heads (``n_kv_heads < n_heads``) shrinks the reads, not the
+    FLOPs; the ratio ``flops / kv_bytes`` is ``2 · H / (Hkv · bytes_per_value)``.
+
+    Taught in chapter 04.
+    """
+    n_layers = positive_int(n_layers, "n_layers")
+    d_head = positive_int(d_head, "d_head")
+    T = positive_int(seq_len, "seq_len")
+    B = positive_int(batch_size, "batch_size")
+    n_heads, n_kv_heads, _ = head_counts(n_heads * d_head, n_heads, n_kv_heads)
+    flops = 2 * 2 * n_layers * n_heads * d_head * T * B  # scores and weighted sum
+    kv_bytes = kv_cache_bytes(n_layers, n_kv_heads, d_head, T, batch_size=B,
+                              bytes_per_value=bytes_per_value)
+    return DecodeCost(flops, kv_bytes)
+
+
+def llama_param_count(
+    n_layers: int,
+    d_model: int,
+    n_heads: int,
+    n_kv_heads: int,
+    d_ff: int,
+    vocab_size: int,
+) -> int:
+    """Parameters of a LLaMA-style decoder: the model a chapter compares its cache with.
+
+    Token embedding (V × D); per layer W_Q and W_O (D × D each), W_K and W_V
+    (D × Hkv·Dh each), a gated MLP of three D × d_ff matrices and two RMSNorm weight
+    vectors (D each); a final RMSNorm (D) and an untied unembedding (D × V). No biases.
+
+    Taught in chapter 04.
+    """
+    n_layers = positive_int(n_layers, "n_layers")
+    d_ff = positive_int(d_ff, "d_ff")
+    vocab_size = positive_int(vocab_size, "vocab_size")
+    n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
+    attention = 2 * d_model * d_model + 2 * d_model * n_kv_heads * d_head
+    mlp = 3 * d_model * d_ff
+    per_layer = attention + mlp + 2 * d_model
+    return vocab_size * d_model + n_layers * per_layer + d_model + d_model * vocab_size

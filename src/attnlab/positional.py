@@ -24,8 +24,13 @@ from attnlab._validate import (
 )
 
 ROPE_CONVENTIONS = ("interleaved", "half")
-#: How RoPE is stretched to a longer context: position interpolation, NTK-aware base, YaRN.
-ROPE_SCALINGS = ("pi", "ntk", "yarn")
+#: How RoPE is stretched to a longer context: position interpolation, NTK-aware base, YaRN
+#: (its ramp over the pair index, as the reference code and transformers), and two
+#: ablations of YaRN: the ramp linear in the number of turns r as Peng et al. write it
+#: (``"yarn_turns"``), and YaRN's frequencies without its temperature (``"yarn_no_temp"``).
+ROPE_SCALINGS = ("pi", "ntk", "yarn", "yarn_turns", "yarn_no_temp")
+#: The scalings that need the trained length (their bands are counted in turns over it).
+YARN_SCALINGS = ("yarn", "yarn_turns", "yarn_no_temp")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 
 
@@ -63,7 +68,7 @@ def sinusoidal_encoding(
     np.ndarray
         Shape (T, D).
 
-    Taught in chapter 05.
+    Taught in chapter 06.
     """
     seq_len = positive_int(seq_len, "seq_len")
     d_model = even_int(d_model, "d_model")
@@ -103,7 +108,7 @@ def init_position_table(
     np.ndarray
         Shape (max_len, D).
 
-    Taught in chapter 05.
+    Taught in chapter 07.
     """
     max_len = positive_int(max_len, "max_len")
     d_model = positive_int(d_model, "d_model")
@@ -129,7 +134,7 @@ def lookup_positions(table: np.ndarray, positions) -> np.ndarray:
         includes negative positions, which plain numpy indexing would silently count
         from the end of the table.
 
-    Taught in chapter 05.
+    Taught in chapter 07.
     """
     table = as_float_array(table, "table")
     if table.ndim != 2:
@@ -268,19 +273,23 @@ class RoPE:
     convention : {"interleaved", "half"}
         Which dimensions form a pair; see :func:`apply_rope`.
     scale : float
-        The context scale s = L_target / L_train (1 = plain RoPE, whatever ``scaling``).
-    scaling : {"pi", "ntk", "yarn"}
+        The context scale s = L′ / L, the target length over the trained length (1 = plain
+        RoPE, whatever ``scaling``).
+    scaling : {"pi", "ntk", "yarn", "yarn_turns", "yarn_no_temp"}
         How the context is stretched by ``scale``: ``"pi"`` divides every position by s
         (position interpolation, the behaviour of ``scale`` alone); ``"ntk"`` keeps the
         positions and enlarges the base (:func:`ntk_scaled_base`); ``"yarn"`` uses
         :func:`yarn_inv_freq` and multiplies the rotated q and k by
         :func:`yarn_attention_factor`, so the scores get YaRN's temperature.
+        ``"yarn_turns"`` is YaRN with the paper's ramp, linear in the number of turns
+        (:func:`yarn_turns_inv_freq`), and ``"yarn_no_temp"`` is ``"yarn"`` without the
+        temperature: the two ablations of chapter 10.
     original_max_len : int, optional
-        The trained length L_train; required by ``"yarn"``.
+        The trained length L; required by the three YaRN scalings.
     beta_fast, beta_slow : float
         YaRN's band limits in rotations over ``original_max_len`` (32 and 1 for LLaMA).
 
-    Taught in chapter 05.
+    Taught in chapter 08.
     """
 
     base: float = 10000.0
@@ -298,10 +307,10 @@ class RoPE:
         choice(self.scaling, "scaling", ROPE_SCALINGS)
         if self.original_max_len is not None:
             positive_int(self.original_max_len, "original_max_len")
-        if self.scaling == "yarn":
+        if self.scaling in YARN_SCALINGS:
             if self.original_max_len is None:
                 raise ValueError(
-                    "scaling='yarn' には訓練時の長さ original_max_len が必要です: "
+                    f"scaling={self.scaling!r} には訓練時の長さ original_max_len が必要です: "
                     "original_max_len=None"
                 )
             _check_yarn(self.base, self.beta_fast, self.beta_slow)
@@ -309,7 +318,8 @@ class RoPE:
     @property
     def attention_factor(self) -> float:
         """What q and k are multiplied by after the rotation: 1, or YaRN's √(1/t)."""
-        return yarn_attention_factor(self.scale) if self.scaling == "yarn" else 1.0
+        with_temperature = self.scaling in ("yarn", "yarn_turns")
+        return yarn_attention_factor(self.scale) if with_temperature else 1.0
 
     def inv_freq(self, d_head: int) -> np.ndarray:
         """Angle per position of each pair with these settings: (Dh/2,)."""
@@ -353,7 +363,7 @@ def ntk_scaled_base(base: float, scale: float, d_head: int) -> float:
     base : float
         The trained base.
     scale : float
-        Context extension factor (L_target / L_train), ≥ 1 in practice.
+        Context extension factor s = L′ / L, ≥ 1 in practice.
     d_head : int
         Head width Dh, even and at least 4.
 
@@ -452,10 +462,12 @@ def yarn_inv_freq(
 ) -> np.ndarray:
     """The per-pair RoPE frequencies of YaRN (Peng et al., 2023, §3).
 
-    ``θ'_i = θ_i/s · r_i + θ_i · (1 − r_i)`` with ``θ_i = base^(−2i/Dh)`` and the ramp
-    ``r`` of :func:`yarn_ramp`: fast pairs (many turns within the trained length) keep
-    their frequency, slow pairs are divided by the scale s as in position interpolation,
-    and the pairs in between are blended linearly.
+    ``θ'_i = (1 − γ̃_i)·θ_i/s + γ̃_i·θ_i`` with ``θ_i = base^(−2i/Dh)`` and
+    ``1 − γ̃_i`` the ramp of :func:`yarn_ramp` (γ̃ = 1 keeps a pair, as Peng et al.'s γ;
+    the book writes γ̃ because this ramp is linear in the pair index, not in the number of
+    turns r): fast pairs (many turns within the trained length) keep their frequency, slow
+    pairs are divided by the scale s as in position interpolation, and the pairs in
+    between are blended linearly.
 
     Parameters
     ----------
@@ -464,11 +476,11 @@ def yarn_inv_freq(
     base : float
         The trained base, > 1.
     scale : float
-        Context scale s = L_target / L_train.
+        Context scale s = L′ / L.
     original_max_len : int
-        The trained length L_train.
+        The trained length L.
     beta_fast, beta_slow : float
-        Band limits in rotations over L_train (β = 32 and α = 1 in the paper for LLaMA).
+        Band limits β and α in rotations over L (β = 32 and α = 1 in the paper for LLaMA).
 
     Returns
     -------
@@ -481,8 +493,8 @@ def yarn_inv_freq(
     ramp = yarn_ramp(d_head, base, original_max_len, beta_fast=beta_fast,
                      beta_slow=beta_slow)  # (Dh/2,)
     theta = _rope_theta(d_head, float(base))  # (Dh/2,)
-    extrapolation_mask = 1.0 - ramp
-    return (theta / scale) * (1.0 - extrapolation_mask) + theta * extrapolation_mask
+    keep = 1.0 - ramp  # γ̃_i: 1 keeps the frequency (the reference's extrapolation mask)
+    return (theta / scale) * (1.0 - keep) + theta * keep
 
 
 def yarn_attention_factor(scale: float) -> float:
@@ -504,9 +516,10 @@ def rope_inv_freq(
 ) -> np.ndarray:
     """Angle per position of each RoPE pair after stretching the context ``scale`` times.
 
-    ``"pi"``: θ_i / s; ``"ntk"``: θ_i of :func:`ntk_scaled_base`; ``"yarn"``:
-    :func:`yarn_inv_freq` (needs ``original_max_len``). With ``scale = 1`` every method
-    gives the plain θ_i = base^(−2i/Dh).
+    ``"pi"``: θ_i / s; ``"ntk"``: θ_i of :func:`ntk_scaled_base`; ``"yarn"`` and
+    ``"yarn_no_temp"`` (the same frequencies): :func:`yarn_inv_freq`; ``"yarn_turns"``:
+    :func:`yarn_turns_inv_freq` (the YaRN scalings need ``original_max_len``). With
+    ``scale = 1`` every method gives the plain θ_i = base^(−2i/Dh).
 
     Returns
     -------
@@ -524,8 +537,11 @@ def rope_inv_freq(
     if scaling == "ntk":
         return _rope_theta(d_head, ntk_scaled_base(base, scale, d_head))
     if original_max_len is None:
-        raise ValueError("scaling='yarn' には訓練時の長さ original_max_len が必要です: "
+        raise ValueError(f"scaling={scaling!r} には訓練時の長さ original_max_len が必要です: "
                          "original_max_len=None")
+    if scaling == "yarn_turns":
+        return yarn_turns_inv_freq(d_head, base, scale, original_max_len,
+                                   beta_fast=beta_fast, beta_slow=beta_slow)
     return yarn_inv_freq(d_head, base, scale, original_max_len, beta_fast=beta_fast,
                          beta_slow=beta_slow)
 
@@ -533,11 +549,11 @@ def rope_inv_freq(
 # --- ALiBi -------------------------------------------------------------------------------------
 
 def alibi_slopes(n_heads: int) -> np.ndarray:
-    """The fixed per-head slopes m of ALiBi (Press et al., 2022).
+    """The fixed per-head slopes a of ALiBi (Press et al., 2022).
 
-    For a power of two n: ``m_h = 2^(−8h/n)``, h = 1 … n (8 heads: 1/2, 1/4, …, 1/256).
-    Otherwise the paper's rule: the slopes of the nearest lower power of two, then every
-    other slope of twice that many.
+    For a power of two h: ``a_ℓ = 2^(−8(ℓ+1)/h)`` for head ℓ = 0 … h − 1 (the paper
+    numbers heads from 1; 8 heads: 1/2, 1/4, …, 1/256). Otherwise the paper's rule: the
+    slopes of the nearest lower power of two, then every other slope of twice that many.
 
     Returns
     -------
@@ -559,7 +575,7 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
 
 
 def alibi_bias(n_heads: int, seq_len: int, dtype=np.float64) -> np.ndarray:
-    """The ALiBi score bias ``−m_h · |i − j|`` for query i and key j.
+    """The ALiBi score bias ``−a_ℓ · |i − j|`` for query i and key j in head ℓ.
 
     Added to the scores before the softmax, it makes far keys cost more, more steeply in
     heads with a large slope. With a causal mask only ``j ≤ i`` is used.
@@ -576,3 +592,219 @@ def alibi_bias(n_heads: int, seq_len: int, dtype=np.float64) -> np.ndarray:
     pos = np.arange(seq_len)
     distance = np.abs(pos[:, None] - pos[None, :])  # (T, T)
     return (-slopes[:, None, None] * distance).astype(dtype, copy=False)  # (H, T, T)
+
+
+# --- context extension as Peng et al. write it, and as released models configure it ----------
+# transformers' names: rope_theta = base, rope_scaling["factor"] = scale,
+# original_max_position_embeddings = original_max_len, beta_fast / beta_slow = β / α,
+# attention_factor = yarn_attention_factor(scale), partial_rotary_factor = fraction.
+
+def rope_turns(d_head: int, base: float, train_len: int) -> np.ndarray:
+    """How many turns each RoPE pair makes over the trained length: ``r_i = L·θ_i / 2π``.
+
+    Peng et al. write it ``r = L / λ`` with the wavelength ``λ_i = 2π / θ_i``: pair i
+    has seen every angle during training when ``r_i ≥ 1``.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (Dh/2,), float64, decreasing from ``L / 2π`` (pair 0).
+
+    Taught in chapter 09.
+    """
+    d_head = even_int(d_head, "d_head")
+    base = positive_float(base, "base")
+    train_len = positive_int(train_len, "train_len")
+    return train_len * _rope_theta(d_head, base) / (2 * math.pi)  # (Dh/2,)
+
+
+def yarn_gamma(d_head: int, base: float, original_max_len: int, *, beta_fast: float = 32.0,
+               beta_slow: float = 1.0) -> np.ndarray:
+    """Peng et al.'s ramp γ(r) (YaRN, Eq. 18): 1 keeps a pair's frequency, 0 interpolates it.
+
+    ``γ = 0`` where the pair turns fewer than α = ``beta_slow`` times over the trained
+    length, ``γ = 1`` where it turns more than β = ``beta_fast`` times, and
+    ``γ = (r − α) / (β − α)`` in between: linear in the number of turns r. The reference
+    code and transformers ramp linearly over the pair index instead (:func:`yarn_ramp`),
+    which is linear in ``ln r``.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (Dh/2,), from 1 (fast pairs) down to 0 (slow pairs).
+
+    Taught in chapter 09.
+    """
+    turns = rope_turns(d_head, base, original_max_len)  # (Dh/2,)
+    _check_yarn(float(base), beta_fast, beta_slow)
+    return np.clip((turns - beta_slow) / (beta_fast - beta_slow), 0.0, 1.0)
+
+
+def by_parts_inv_freq(d_head: int, base: float, scale: float, gamma) -> np.ndarray:
+    """Frequencies that keep some pairs and interpolate others (Peng et al., Eq. 20).
+
+    ``θ'_i = (1 − γ_i)·θ_i/s + γ_i·θ_i``: ``γ_i = 1`` keeps pair i's frequency
+    (extrapolation), ``γ_i = 0`` divides it by s (position interpolation). YaRN, its
+    reference code and Llama 3.1's scaling differ only in how they choose γ.
+
+    Parameters
+    ----------
+    d_head : int
+        Head width Dh, even.
+    base, scale : float
+        The trained base and the context scale s.
+    gamma : array of float
+        Shape (Dh/2,), each in [0, 1].
+
+    Returns
+    -------
+    np.ndarray
+        Shape (Dh/2,), float64.
+
+    Taught in chapter 09.
+    """
+    d_head = even_int(d_head, "d_head")
+    theta = _rope_theta(d_head, positive_float(base, "base"))  # (Dh/2,)
+    scale = positive_float(scale, "scale")
+    gamma = np.asarray(as_float_array(gamma, "gamma"), dtype=np.float64)
+    if gamma.shape != theta.shape:
+        raise ValueError(f"gamma の形は (Dh/2,) = {theta.shape} である必要があります: "
+                         f"gamma.shape={gamma.shape}")
+    if not np.all((gamma >= 0) & (gamma <= 1)):
+        raise ValueError(f"gamma の値は 0 以上 1 以下である必要があります: gamma={gamma}")
+    return (1.0 - gamma) * theta / scale + gamma * theta  # (Dh/2,)
+
+
+def yarn_turns_inv_freq(
+    d_head: int, base: float, scale: float, original_max_len: int, *,
+    beta_fast: float = 32.0, beta_slow: float = 1.0,
+) -> np.ndarray:
+    """YaRN's frequencies with the ramp of the paper, linear in the number of turns r.
+
+    :func:`by_parts_inv_freq` with γ of :func:`yarn_gamma`. It differs from
+    :func:`yarn_inv_freq` (the reference code) where the band [α, β] is not inside the
+    head: in a small head the pairs between α and β turns are interpolated by γ(r),
+    while the reference's index ramp can leave them untouched.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (Dh/2,), float64.
+
+    Taught in chapter 09.
+    """
+    gamma = yarn_gamma(d_head, base, original_max_len, beta_fast=beta_fast,
+                       beta_slow=beta_slow)  # (Dh/2,)
+    return by_parts_inv_freq(d_head, base, scale, gamma)
+
+
+def llama3_inv_freq(
+    d_head: int, base: float, scale: float, original_max_len: int, *,
+    low_freq_factor: float = 1.0, high_freq_factor: float = 4.0,
+) -> np.ndarray:
+    """Llama 3.1's RoPE scaling (``rope_type="llama3"`` in transformers).
+
+    Meta's ``apply_scaling``: pairs whose wavelength is shorter than
+    ``original_max_len / high_freq_factor`` keep their frequency, pairs longer than
+    ``original_max_len / low_freq_factor`` are divided by s, and a ``smooth`` factor
+    linear in ``original_max_len / λ`` blends the two. That is :func:`by_parts_inv_freq`
+    with γ linear in the number of turns between α = ``low_freq_factor`` and
+    β = ``high_freq_factor`` (Llama 3.1: s = 8, L = 8192, α = 1, β = 4), and no
+    temperature.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (Dh/2,), float64.
+
+    Taught in chapter 09.
+    """
+    low = positive_float(low_freq_factor, "low_freq_factor")
+    high = positive_float(high_freq_factor, "high_freq_factor")
+    if high <= low:
+        raise ValueError(f"high_freq_factor は low_freq_factor より大きい必要があります: "
+                         f"high_freq_factor={high}, low_freq_factor={low}")
+    turns = rope_turns(d_head, base, original_max_len)  # (Dh/2,): L / λ_i
+    gamma = np.clip((turns - low) / (high - low), 0.0, 1.0)  # (Dh/2,)
+    return by_parts_inv_freq(d_head, base, scale, gamma)
+
+
+def dynamic_ntk_base(base: float, scale: float, d_head: int, original_max_len: int,
+                     seq_len: int) -> float:
+    """The base of dynamic NTK scaling for the current length (``rope_type="dynamic"``).
+
+    The base is recomputed from the length ``l`` of the sequence being run, with no
+    fine-tuning: ``base · (s·l/L − (s − 1))^(Dh/(Dh−2))`` with ``l = max(seq_len, L)``, as
+    transformers computes it. Up to the trained length L the base is unchanged; with
+    s = 1 it is the NTK-aware base of ``l / L`` (Peng et al.'s dynamic scaling,
+    ``s = max(1, l/L)``, §3.3).
+
+    Returns
+    -------
+    float
+
+    Taught in chapter 09.
+    """
+    base = positive_float(base, "base")
+    scale = positive_float(scale, "scale")
+    d_head = even_int(d_head, "d_head")
+    if d_head < 4:
+        raise ValueError(f"NTK スケーリングには d_head が 4 以上必要です: d_head={d_head}")
+    original_max_len = positive_int(original_max_len, "original_max_len")
+    length = max(positive_int(seq_len, "seq_len"), original_max_len)
+    stretch = scale * length / original_max_len - (scale - 1.0)
+    return base * stretch ** (d_head / (d_head - 2))
+
+
+def partial_rotary_dims(d_head: int, fraction: float) -> int:
+    """How many dimensions of a head partial rotary embedding turns: ``int(Dh · fraction)``.
+
+    GPT-NeoX rotates a fraction of each head (``rotary_pct``, ``partial_rotary_factor``
+    in transformers: 0.25 by default for GPT-NeoX) and leaves the rest unrotated.
+
+    Taught in chapter 09.
+    """
+    d_head = even_int(d_head, "d_head")
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float, np.integer,
+                                                               np.floating)):
+        raise ValueError(f"fraction は 0 より大きく 1 以下の数である必要があります: "
+                         f"fraction={fraction!r}")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction は 0 より大きく 1 以下の数である必要があります: "
+                         f"fraction={fraction!r}")
+    dims = int(d_head * fraction)
+    if dims < 2 or dims % 2:
+        raise ValueError(f"回す次元 int(d_head·fraction) = {dims} が 2 以上の偶数になりません: "
+                         f"d_head={d_head}, fraction={fraction}")
+    return dims
+
+
+def apply_partial_rope(x: np.ndarray, positions, fraction: float, base: float = 10000.0,
+                       convention: str = "half") -> np.ndarray:
+    """RoPE on the first ``partial_rotary_dims(Dh, fraction)`` dimensions of each row only.
+
+    As GPT-NeoX: the rotated part is a RoPE of its own width R (θ_i = base^(−2i/R),
+    pairs in the ``rotate_half`` layout by default), the other Dh − R dimensions pass
+    unchanged and carry no position.
+
+    Parameters
+    ----------
+    x : np.ndarray
+        Shape (..., T, Dh).
+    positions : array of float
+        Shape (T,).
+    fraction : float
+        Share of each head that is rotated, in (0, 1].
+
+    Returns
+    -------
+    np.ndarray
+        Shape of ``x``.
+
+    Taught in chapter 09.
+    """
+    x = at_least_2d(as_float_array(x, "x"), "x", "(..., T, Dh)")
+    rotated = partial_rotary_dims(x.shape[-1], fraction)
+    out = x.copy()  # (..., T, Dh): the unrotated part stays as it is
+    out[..., :rotated] = apply_rope(x[..., :rotated], positions, base, convention)
+    return out

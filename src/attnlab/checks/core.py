@@ -4,21 +4,31 @@ A check, made with :func:`checker`, takes the student's function, runs it on cas
 student does not see, compares with the reference in ``attnlab`` and prints one Japanese
 line:
 
-- 【正解】 and ``True`` when every case matches;
-- 【未実装】 and ``False`` when the function raises ``NotImplementedError`` (the stub of
-  the student edition);
-- 【不正解】 and ``False`` with a diagnosis of the likely mistake otherwise.
+- 【正解】 when every case matches;
+- 【未実装】 when the function raises ``NotImplementedError`` (the stub of the student
+  edition);
+- 【不正解】 with a diagnosis of the likely mistake otherwise.
 
-It never shows a traceback: exceptions raised by the student's code, ``None``, wrong
-shapes and dtypes are explained in one or two sentences.
+The line is all a notebook shows: the check returns its :class:`CheckResult` (true when
+正解), which displays nothing more, so no bare ``True`` / ``False`` follows the line. It
+never shows a traceback: exceptions raised by the student's code (with the line of the
+student's code where they happened), ``None``, wrong shapes and dtypes are explained in
+one or two sentences.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import linecache
+import re
+import sys
+import sysconfig
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -46,10 +56,14 @@ class Unimplemented(Exception):
 class Raised:
     """The student's function raised ``error`` (any exception but NotImplementedError).
 
+    ``where`` says where in the student's code, e.g. ``セル In[7] の 4 行目：scores = …``
+    (:func:`student_line`); empty when no line of the traceback is the student's.
+
     Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
 
     error: Exception
+    where: str = ""
 
 
 def _describe_error(error: Exception, limit: int = 80) -> str:
@@ -60,12 +74,80 @@ def _describe_error(error: Exception, limit: int = 80) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-def raised_message(raised: Raised, case: str) -> str:
-    """Japanese sentence saying which exception the student's code raised, on which case.
+#: Code that is not the student's: Python's own library, installed packages (also
+#: Debian's and Colab's ``dist-packages``) and attnlab itself.
+_LIBRARY_FOLDERS = tuple({
+    str(Path(folder).resolve())
+    for folder in (*(sysconfig.get_paths()[key]
+                     for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+                   Path(__file__).resolve().parent.parent)
+})
+_PACKAGE_FOLDERS = {"site-packages", "dist-packages"}
+_COLAB_CELL = re.compile(r"^<ipython-input-(?P<number>\d+)-")  # IPython before 8
+
+
+def _is_library(filename: str) -> bool:
+    if filename.startswith("<"):  # a cell, exec'd text; but <frozen importlib…> is Python's
+        return filename.startswith("<frozen")
+    path = Path(filename).resolve()
+    return (bool(_PACKAGE_FOLDERS.intersection(path.parts))
+            or any(path.is_relative_to(folder) for folder in _LIBRARY_FOLDERS))
+
+
+def _cell_name(filename: str) -> str | None:
+    """``In[7]`` when ``filename`` is a notebook cell's code (IPython's own label), else None."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    format_code_name = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    if format_code_name is not None:
+        named = format_code_name(filename)  # ("Cell", "In[7]") for a cell of this kernel
+        if named is not None:
+            return named[1]
+    match = _COLAB_CELL.match(filename)
+    return f"In[{match['number']}]" if match else None
+
+
+def student_line(traceback: TracebackType | None, limit: int = 60) -> str:
+    """Where an exception happened in the student's code: the last line of ``traceback``
+    outside Python's library, the installed packages and attnlab; "" when there is none.
+
+    A notebook cell is named as IPython names it in a traceback (``セル In[7] の 4 行目``), a
+    file by its name (``mine.py の 12 行目``); the source line follows when Python knows it
+    (shortened to ``limit`` characters). An error raised inside numpy is placed on the
+    student's line that called numpy.
 
     Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
-    return f"{case}で例外 {_describe_error(raised.error)} が発生しました。"
+    last = None
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if not _is_library(code.co_filename):
+            last = (code.co_filename, traceback.tb_lineno)
+        traceback = traceback.tb_next
+    if last is None:
+        return ""
+    filename, line = last
+    cell = _cell_name(filename)
+    if cell is not None:
+        where = f"セル {cell} の {line} 行目"
+    elif filename.startswith("<"):  # text run with exec: no file to name
+        where = f"{line} 行目"
+    else:
+        where = f"{Path(filename).name} の {line} 行目"
+    source = linecache.getline(filename, line).strip()
+    if len(source) > limit:
+        source = source[: limit - 1] + "…"
+    return f"{where}：{source}" if source else where
+
+
+def raised_message(raised: Raised, case: str) -> str:
+    """Japanese sentence saying which exception the student's code raised, on which case,
+    and where in the student's code (without a traceback).
+
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    """
+    where = f"（{raised.where}）" if raised.where else ""
+    return f"{case}で例外 {_describe_error(raised.error)} が発生しました{where}。"
 
 
 def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -74,7 +156,8 @@ def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
     Arrays are passed as copies (so the check's inputs stay intact), numpy and Python
     warnings are silenced (they would print into the notebook), ``NotImplementedError``
     becomes :class:`Unimplemented`, and any other exception is returned as
-    :class:`Raised` instead of propagating.
+    :class:`Raised` (with the line of the student's code it came from) instead of
+    propagating.
 
     Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
@@ -90,7 +173,8 @@ def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
         except NotImplementedError as err:
             raise Unimplemented(str(err)) from None
         except Exception as err:  # any error of the student's code is diagnosed
-            return Raised(err)
+            # the first frame is this function's: the student's code starts below it
+            return Raised(err, student_line(err.__traceback__.tb_next))
 
 
 def shape_of(value: Any) -> tuple[int, ...] | None:
@@ -173,11 +257,16 @@ class CheckResult:
     (the diagnosis when 不正解). ``str(result)`` is the printed line, ``bool(result)``
     whether the answer is right. The grader (``scripts/grade.py``) records these.
 
+    In a notebook a result shows as its line, never as ``True`` / ``False`` or a repr: a
+    check has printed the line already (``printed``), so the result it returns shows
+    nothing more; ``check.evaluate(func)`` at the end of a cell shows its line.
+
     Not taught: machinery of the self-checks and the grader (CONTRIBUTING.md).
     """
 
     verdict: str
     message: str
+    printed: bool = dataclasses.field(default=False, compare=False, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -189,9 +278,16 @@ class CheckResult:
     def __str__(self) -> str:
         return f"【{self.verdict}】{self.message}"
 
+    def _ipython_display_(self) -> None:
+        """IPython calls this, instead of showing a repr, for a cell's last value."""
+        if not self.printed:
+            print(self)
 
-def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Callable], bool]]:
-    """Turn ``body(func)`` into a check that prints a verdict and returns True/False.
+
+def checker(success: str) -> Callable[[Callable[[Callable], None]],
+                                      Callable[[Callable], CheckResult]]:
+    """Turn ``body(func)`` into a check that prints a verdict and returns its
+    :class:`CheckResult` (true when 正解; it shows nothing more in a notebook).
 
     ``body`` raises :class:`Mistake` to fail; :class:`Unimplemented` from
     :func:`call_student` gives 【未実装】. Nothing else escapes: an unexpected error in
@@ -202,7 +298,7 @@ def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Ca
     Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
 
-    def decorate(body: Callable[[Callable], None]) -> Callable[[Callable], bool]:
+    def decorate(body: Callable[[Callable], None]) -> Callable[[Callable], CheckResult]:
         def evaluate(func: Callable) -> CheckResult:
             name = getattr(func, "__name__", "関数")
             if not callable(func):
@@ -221,42 +317,13 @@ def checker(success: str) -> Callable[[Callable[[Callable], None]], Callable[[Ca
             return CheckResult("正解", f"{name}: {success}")
 
         @functools.wraps(body)
-        def check(func: Callable) -> bool:
+        def check(func: Callable) -> CheckResult:
             result = evaluate(func)
             print(result)
-            return result.passed
+            return dataclasses.replace(result, printed=True)
 
         check.evaluate = evaluate
         setattr(check, CHECK_ATTRIBUTE, check.__name__)
         return check
 
     return decorate
-
-
-#: The line :func:`grade_in_namespace` prints before its JSON (the grader looks for it).
-GRADE_MARKER = "@@attnlab-grade@@"
-
-
-def grade_in_namespace(check_name: str, function_names: Sequence[str],
-                       namespace: dict, label: str = "") -> CheckResult | None:
-    """Run the self-check ``check_name`` on the first of ``function_names`` defined in
-    ``namespace`` (a notebook's globals) and print the result as one JSON line after
-    :data:`GRADE_MARKER`; None (and ``"found": false``) when no such function exists.
-
-    The grader runs this in the student's kernel after the student's cells. Nothing is
-    trusted from the namespace but the function: the check comes from ``attnlab``.
-
-    Not taught: machinery of the grader (scripts/grade.py).
-    """
-    import json
-
-    from attnlab import checks
-
-    check = checks.CHECKS[check_name]
-    found = next((n for n in function_names if n in namespace), None)
-    result = None if found is None else check.evaluate(namespace[found])
-    record = {"label": label, "check": check_name, "found": found is not None,
-              "function": found, "verdict": None if result is None else result.verdict,
-              "message": None if result is None else result.message}
-    print(GRADE_MARKER + json.dumps(record, ensure_ascii=False), flush=True)
-    return result

@@ -1,9 +1,10 @@
 """Chapter 10's self-check: ``f(n_heads, seq_len) -> (H, T, T)``, ALiBi's score bias.
 
-ALiBi (Press et al., 2022) adds ``−m_h · |i − j|`` to the score of query i and key j in
-head h, with the fixed slopes ``m_h = 2^(−8h/H)``, h = 1 … H (H a power of two). With
-the causal mask only the keys ``j ≤ i`` are used, so only that part is compared: an
-answer may put anything above the diagonal. As in chapter 01, the diagnosis is
+ALiBi (Press et al., 2022) adds ``−a_ℓ · |i − j|`` to the score of query i and key j in
+head ℓ (numbered from 0, as the book does), with the fixed slopes
+``a_ℓ = 2^(−8(ℓ+1)/h)`` for h heads (h a power of two; the paper numbers heads from 1).
+With the causal mask only the keys ``j ≤ i`` are used, so only that part is compared:
+an answer may put anything above the diagonal. As in chapter 01, the diagnosis is
 computed: the check builds what each typical mistake would return and says which one
 the answer matches.
 """
@@ -23,35 +24,39 @@ from attnlab.checks.core import (
     returned_array,
     shape_of,
 )
-from attnlab.positional import alibi_bias
+from attnlab.checks.rope import refuse_reference
+from attnlab.positional import alibi_bias, alibi_slopes
 
-#: (case name, n_heads, seq_len) of the hidden cases; H = 4 tells 2^(−8h/H) from 1/2^h.
+#: (case name, n_heads, seq_len) of the hidden cases; h = 4 tells 2^(−8(ℓ+1)/h) from 1/2^(ℓ+1).
+#: The exercise asks for H a power of two (the paper's formula); the lengths are not.
 _CASES = (
     ("8 ヘッド・長さ 5 のケース", 8, 5),
     ("4 ヘッド・長さ 6 のケース", 4, 6),
+    ("16 ヘッド・長さ 7 のケース", 16, 7),
     ("2 ヘッド・長さ 3 のケース", 2, 3),
 )
+_REFERENCES = {"alibi_bias": alibi_bias, "alibi_slopes": alibi_slopes}
 
 _SLOPE_DIAGNOSES = {
     "from0": (
-        "h を 0 から数えています（最初のヘッドの傾きが 1）。論文の傾きは h = 1 … H で "
-        "m_h = 2^(−8h/H)、8 ヘッドなら 1/2, 1/4, …, 1/256 です。"
+        "指数に ℓ + 1 ではなく ℓ を使っています（ヘッド 0 の傾きが 1）。ヘッド ℓ（0 から数える）の"
+        "傾きは a_ℓ = 2^(−8(ℓ+1)/h)、8 ヘッドなら 1/2, 1/4, …, 1/256 です。"
     ),
     "halves": (
         "ヘッドの数に関係なく 1/2, 1/4, 1/8, … としています。それが正しいのは 8 ヘッドの"
-        "ときだけです。m_h = 2^(−8h/H) なので、4 ヘッドなら 1/4, 1/16, 1/64, 1/256 です。"
+        "ときだけです。a_ℓ = 2^(−8(ℓ+1)/h) なので、4 ヘッドなら 1/4, 1/16, 1/64, 1/256 です。"
     ),
     "reversed": (
-        "傾きの順番が逆です（最初のヘッドがいちばん緩やか）。h = 1 のヘッドがいちばん急な "
-        "2^(−8/H) です。"
+        "傾きの順番が逆です（ヘッド 0 がいちばん緩やか）。ヘッド 0 がいちばん急な "
+        "2^(−8/h) です。"
     ),
     "same": (
-        "どのヘッドも同じ傾きです。ALiBi はヘッドごとに違う傾き m_h = 2^(−8h/H) を使い、"
+        "どのヘッドも同じ傾きです。ALiBi はヘッドごとに違う傾き a_ℓ = 2^(−8(ℓ+1)/h) を使い、"
         "近くだけを見るヘッドと遠くまで見るヘッドを作ります。"
     ),
 }
 _SIGN = (
-    "符号が逆です。遠いキーほどスコアを **下げる** ので、バイアスは −m_h · |i − j|"
+    "符号が逆です。遠いキーほどスコアを **下げる** ので、バイアスは −a_ℓ · |i − j|"
     "（0 以下）です。"
 )
 
@@ -85,18 +90,19 @@ def _diagnose(value: np.ndarray, n_heads: int, seq_len: int, lower: np.ndarray) 
     if not np.allclose(diagonal, 0.0, atol=1e-7):
         return "距離 0（i = j）のバイアスが 0 になっていません。|i − j| を使っていますか。"
     return (
-        "値が正しくありません。ヘッド h（1 から数える）、クエリ i、キー j のバイアスは "
-        "−2^(−8h/H) · |i − j| です。"
+        "値が正しくありません。ヘッド ℓ（0 から数える）、クエリ i、キー j のバイアスは "
+        "−2^(−8(ℓ+1)/h) · |i − j| です。"
     )
 
 
 @checker("どのケースでもヘッドごとの傾きと距離のバイアスが一致。")
 def check_alibi_bias(func) -> None:
-    """Check ``func(n_heads, seq_len)``: ALiBi's bias ``−m_h·|i − j|``, shape (H, T, T),
+    """Check ``func(n_heads, seq_len)``: ALiBi's bias ``−a_ℓ·|i − j|``, shape (H, T, T),
     on the part ``j ≤ i`` that a causal model uses.
 
     Taught in chapter 10.
     """
+    refuse_reference(func, _REFERENCES)
     for case, n_heads, seq_len in _CASES:
         result = call_student(func, n_heads, seq_len)
         if isinstance(result, Raised):

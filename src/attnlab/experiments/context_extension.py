@@ -14,12 +14,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attnlab._validate import choice
 from attnlab.positional import rope_inv_freq, yarn_attention_factor
 
 #: The methods of the chapter and its live figure: label → ``scaling`` of ``RoPE``
 #: (None: plain RoPE at the longer length, i.e. extrapolation).
 EXTENSION_METHODS = {"外挿": None, "PI": "pi", "NTK": "ntk", "YaRN": "yarn"}
-#: Context scales s = L_target / L_train that the live figure offers.
+#: Context scales s = L′ / L (target length over trained length) the live figure offers.
 EXTENSION_SCALES = (1, 2, 4, 8)
 #: The head the figure draws: width, base and trained length.
 EXTENSION_D_HEAD = 64
@@ -65,8 +66,7 @@ def angle_coverage(
 
     Taught in chapter 09.
     """
-    if method not in EXTENSION_METHODS:
-        raise ValueError(f"method={method!r} は {tuple(EXTENSION_METHODS)} のどれかにしてください")
+    choice(method, "method", EXTENSION_METHODS)
     if not isinstance(scale, (int, float, np.integer, np.floating)) or not scale >= 1:
         raise ValueError(f"scale は 1 以上の数である必要があります: scale={scale!r}")
     scaling = EXTENSION_METHODS[method]

@@ -9,9 +9,9 @@ the model does at positions whose rows it never trained.
 
 import numpy as np
 
-from attnlab._validate import generator, positive_int
+from attnlab._validate import choice, generator, positive_float, positive_int
 from attnlab.attention import split_heads
-from attnlab.model import ModelConfig, check_config, forward, layer_weights
+from attnlab.model import ModelConfig, check_config, forward, init_params, layer_weights
 from attnlab.tasks import PreviousToken
 from attnlab.training import TrainResult, train
 
@@ -33,6 +33,7 @@ def train_short(
     train_len: int = TRAIN_LEN,
     steps: int = LEARNED_STEPS,
     batch_size: int = 32,
+    pos_std: float | None = None,
 ) -> TrainResult:
     """Train the chapter's model on previous-token copy with sequences of ``train_len``.
 
@@ -43,6 +44,10 @@ def train_short(
     config : ModelConfig
         Must use ``positional="learned"`` and have ``max_len ≥ train_len``.
     train_len, steps, batch_size : int
+    pos_std : float, optional
+        The standard deviation of the table's initial rows. None keeps the model's
+        N(0, 1) initialisation (rows as long as the token embeddings); BERT starts its
+        table at 0.02, GPT-2 at 0.01. The other parameters are drawn as usual.
 
     Returns
     -------
@@ -63,8 +68,58 @@ def train_short(
             f"train_len={train_len} が表の行数 max_len={config.max_len} を超えています"
         )
     task = PreviousToken(vocab_size=config.vocab_size)
-    return train(config, task, steps=steps, rng=generator(rng), batch_size=batch_size,
-                 seq_len=train_len)
+    rng = generator(rng)
+    start = None
+    if pos_std is not None:
+        start = init_params(config, rng.spawn(1)[0])
+        start["pos"] = start["pos"] * positive_float(pos_std, "pos_std")  # N(0, pos_std²)
+    return train(config, task, steps=steps, rng=rng, batch_size=batch_size,
+                 seq_len=train_len, init_params=start)
+
+
+#: How :func:`extend_table` fills the rows of a longer table.
+EXTEND_METHODS = ("copy", "interpolate")
+
+
+def extend_table(rows: np.ndarray, new_len: int, method: str) -> np.ndarray:
+    """A longer position table made from trained rows, without training.
+
+    ``"copy"`` repeats the rows one block after another (Longformer filled rows 512 …
+    4095 with copies of RoBERTa's 512); ``"interpolate"`` spreads them over the new
+    length, position p taking the row at ``p · (n − 1)/(new_len − 1)`` of the old table,
+    linearly interpolated between its two neighbours (ViT's interpolation of its table
+    for larger images, in one dimension).
+
+    Parameters
+    ----------
+    rows : np.ndarray
+        Shape (n, D): the trained rows, n ≥ 2.
+    new_len : int
+        The length of the new table, at least n.
+    method : {"copy", "interpolate"}
+
+    Returns
+    -------
+    np.ndarray
+        Shape (new_len, D), the dtype of ``rows``.
+
+    Taught in chapter 07.
+    """
+    rows = np.asarray(rows)
+    new_len = positive_int(new_len, "new_len")
+    choice(method, "method", EXTEND_METHODS)
+    if rows.ndim != 2 or len(rows) < 2:
+        raise ValueError(f"rows は 2 行以上の (n, D) の配列である必要があります: "
+                         f"rows.shape={rows.shape}")
+    n = len(rows)
+    if new_len < n:
+        raise ValueError(f"new_len={new_len} が元の行数 n={n} より小さいです")
+    if method == "copy":
+        return rows[np.arange(new_len) % n]  # (new_len, D)
+    where = np.arange(new_len) * (n - 1) / (new_len - 1)  # (new_len,) old positions
+    low = np.minimum(np.floor(where).astype(int), n - 2)  # (new_len,)
+    frac = (where - low)[:, None]  # (new_len, 1)
+    return ((1 - frac) * rows[low] + frac * rows[low + 1]).astype(rows.dtype)
 
 
 def row_movement(result: TrainResult) -> np.ndarray:

@@ -7,7 +7,11 @@ table of 4L rows, RoPE, ALiBi); the RoPE model is then evaluated four ways, by c
 only its settings with :func:`dataclasses.replace` as chapter 09 did: plain RoPE at the
 longer length (extrapolation), position interpolation, the NTK-aware base and YaRN, each
 with ``rope_scale`` = evaluation length / L. Accuracy is measured on the positions the
-model never saw in training (t ≥ L); at L itself, on every scored position.
+model never saw in training (query positions i ≥ L); at L itself, on every scored position.
+
+Two ablations of YaRN run on the same trained RoPE models and the same batches
+(:data:`LENGTH_ABLATIONS`): the ramp linear in the number of turns, as Peng et al. write
+it, and YaRN without its temperature. Both are inference-time changes: no training.
 
 Then a short fine-tune at 2L of the trained RoPE model, once as it is (extrapolation)
 and once with position interpolation: Chen et al.'s comparison in miniature.
@@ -19,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import generator, positive_int
+from attnlab._validate import choice, generator, positive_int
 from attnlab.model import ModelConfig, check_config, forward
 from attnlab.training import train
 
@@ -70,6 +74,12 @@ LENGTH_METHODS = {
     "RoPE+YaRN": ("RoPE", "yarn"),
     "ALiBi": ("ALiBi", None),
 }
+#: YaRN taken apart on the trained RoPE models (labels as LENGTH_METHODS): the paper's
+#: ramp γ(r), linear in the turns, and the reference ramp without the temperature.
+LENGTH_ABLATIONS = {
+    "YaRN（論文のランプ）": ("RoPE", "yarn_turns"),
+    "YaRN（温度なし）": ("RoPE", "yarn_no_temp"),
+}
 
 
 def length_config(kind: str, train_len: int = LENGTH_TRAIN_LEN, *,
@@ -88,8 +98,7 @@ def length_config(kind: str, train_len: int = LENGTH_TRAIN_LEN, *,
 
     Taught in chapter 10.
     """
-    if kind not in TRAINED_KINDS:
-        raise ValueError(f"kind={kind!r} は {tuple(TRAINED_KINDS)} のどれかにしてください")
+    choice(kind, "kind", TRAINED_KINDS)
     train_len = positive_int(train_len, "train_len")
     table_factor = positive_int(table_factor, "table_factor")
     return ModelConfig(**LENGTH_MODEL, max_len=table_factor * train_len,
@@ -125,7 +134,7 @@ def method_config(config: ModelConfig, scaling: str | None, train_len: int,
 
 
 def accuracy_from(params: dict, batch, config: ModelConfig, start: int = 0) -> float:
-    """Accuracy on the scored positions ``t ≥ start`` of a batch.
+    """Accuracy on the scored positions ``i ≥ start`` of a batch.
 
     Parameters
     ----------
@@ -199,12 +208,15 @@ def train_short(config: ModelConfig, task, *, rng: np.random.Generator,
 
 def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
                      train_len: int = LENGTH_TRAIN_LEN, factors=LENGTH_FACTORS,
-                     rows: int = LENGTH_EVAL_ROWS) -> dict[str, np.ndarray]:
+                     rows: int = LENGTH_EVAL_ROWS,
+                     methods: dict | None = None) -> dict[str, np.ndarray]:
     """Accuracy of every method of :data:`LENGTH_METHODS` at every evaluation length.
 
     Every method sees the same batch at a given length. At ``train_len`` every scored
-    position counts; at longer lengths only the positions ``t ≥ train_len``, which the
-    model never saw in training.
+    position counts; at longer lengths only the positions ``i ≥ train_len``, which the
+    model never saw in training. ``methods`` (label → (trained kind, scaling)) replaces
+    :data:`LENGTH_METHODS`, e.g. :data:`LENGTH_ABLATIONS`: an ``rng`` of the same seed
+    draws the same batches.
 
     Parameters
     ----------
@@ -227,7 +239,7 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
     lengths = [positive_int(f, "factors の要素") * train_len for f in factors]
     batches = [task(rng, rows, length) for length in lengths]  # tokens (rows, length)
     out = {}
-    for method, (kind, scaling) in LENGTH_METHODS.items():
+    for method, (kind, scaling) in (LENGTH_METHODS if methods is None else methods).items():
         if kind not in runs:
             raise ValueError(f"runs に {kind!r} の学習済みモデルがありません")
         params = getattr(runs[kind], "params", runs[kind])
@@ -248,7 +260,7 @@ def finetune_curve(params: dict, config: ModelConfig, task, *, rng: np.random.Ge
 
     ``config`` is the setting the model is fine-tuned and evaluated with (e.g. the RoPE
     model unchanged, or with position interpolation). Accuracy is measured on the
-    positions ``t ≥ train_len`` of ``eval_batch`` after each number of updates in
+    positions ``i ≥ train_len`` of ``eval_batch`` after each number of updates in
     ``marks`` (0 = before fine-tuning).
 
     Returns
@@ -302,8 +314,7 @@ def finetune_comparison(runs: dict, task, factor: int,
 
     Taught in chapter 10.
     """
-    if factor not in FINETUNE_SETTINGS:
-        raise ValueError(f"factor={factor!r} は {tuple(FINETUNE_SETTINGS)} のどれかにしてください")
+    choice(factor, "factor", FINETUNE_SETTINGS)
     setting = FINETUNE_SETTINGS[factor]
     length = factor * train_len
     config = length_config("RoPE", train_len)

@@ -1,5 +1,6 @@
 """Chapter 08's numerics: RoPE in one pair's plane, its long-term decay, its two layouts."""
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -80,9 +81,10 @@ def rope_decay_bound(distances, d_head: int, base: float = 10000.0) -> np.ndarra
 
     ``S_j = Σ_{i<j} e^{i·(m−n)·θ_i}`` is the partial sum of the pairs' unit rotations
     for a relative distance ``m − n``. Summation by parts gives
-    ``|q_m · k_n| ≤ max_i |h_{i+1} − h_i| · Σ_j |S_j|``, so the mean of ``|S_j|`` bounds
-    the score up to a factor set by the content; RoFormer shows that it decays as the
-    distance grows.
+    ``|q_m · k_n| ≤ max_i |g_{i+1} − g_i| · Σ_j |S_j|`` with the content products
+    ``g_i = u_i · conj(w_i)`` (RoFormer's h_i; the book keeps h for the number of heads)
+    and ``g_{Dh/2} = 0``, so the mean of ``|S_j|`` bounds the score up to a factor set by
+    the content; RoFormer shows that it decays as the distance grows.
 
     Parameters
     ----------
@@ -164,3 +166,39 @@ def permute_head_columns(w: np.ndarray, n_heads: int, perm) -> np.ndarray:
         raise ValueError(f"perm は 0 〜 {d_head - 1} の並べ替えである必要があります: perm={perm}")
     cols = (np.arange(n_heads)[:, None] * d_head + perm).ravel()  # (H·Dh,)
     return w[:, cols]
+
+
+def rope_expected_scores(distances, d_head: int, base: float = 10000.0):
+    """What a score q_m·k_n is on average, by distance m − n, for random unit-variance rows.
+
+    Aligned rows (k = q, each entry N(0, 1)): every pair adds ``E|pair|²·cos((m−n)θ_i)
+    = 2·cos((m−n)θ_i)``, so ``E[q_m·k_n] = Σ_i 2·cos((m−n)·θ_i)`` falls from ``Dh`` at
+    distance 0 as the pairs turn apart. Independent q and k: a rotation keeps the
+    distribution, so ``q_m·k_n`` is distributed as ``q·k`` at every distance; given q it
+    is ``N(0, ‖q‖²)``, hence ``E|q_m·k_n| = √(2/π)·E‖q‖`` with the chi mean
+    ``E‖q‖ = √2·Γ((Dh+1)/2)/Γ(Dh/2)`` (about ``√(2·Dh/π)``; ``q·k`` itself is a sum of
+    products, not a normal variable) whatever the distance: RoFormer's decaying bound
+    says nothing about it.
+
+    Parameters
+    ----------
+    distances : array of float
+        Shape (N,).
+    d_head : int
+        Head width Dh, even.
+    base : float
+
+    Returns
+    -------
+    (aligned, independent) : (np.ndarray, float)
+        ``aligned`` shape (N,); ``independent`` one number.
+
+    Taught in chapter 08.
+    """
+    d_head = even_int(d_head, "d_head")
+    base = positive_float(base, "base")
+    angles = rope_angles(np.asarray(distances, dtype=float), d_head, base)  # (N, Dh/2)
+    aligned = 2.0 * np.cos(angles).sum(axis=-1)  # (N,)
+    mean_norm = math.sqrt(2.0) * math.exp(math.lgamma((d_head + 1) / 2)
+                                          - math.lgamma(d_head / 2))  # E‖q‖
+    return aligned, float(np.sqrt(2.0 / np.pi) * mean_norm)

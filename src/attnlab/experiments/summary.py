@@ -4,7 +4,7 @@ Each ``chNN_…`` function measures the one result chapter NN asserts, by callin
 chapter's experiment functions with that chapter's settings (imported from its module
 where the module has them; where the chapter's notebook writes a setting in a cell, the
 same value is a constant here, named after the chapter). Nothing is retyped from a
-chapter's output: ``tests/test_ch11_summary.py`` compares what chapter 11 prints with
+chapter's output: ``tests/test_summary.py`` compares what chapter 11 prints with
 what every chapter's committed notebook prints, so the two cannot drift apart.
 
 :func:`length_study` repeats chapter 10's study (the same runs, seeds and evaluation
@@ -23,8 +23,14 @@ import numpy as np
 from attnlab._validate import generator, positive_int
 from attnlab.attention import causal_mask, init_mha, multi_head_attention
 from attnlab.costs import mha_cost
+from attnlab.experiments.attention_has_no_order import (
+    NO_ORDER_MODEL,
+    NO_ORDER_SEQ_LEN,
+    bag_of_tokens_ceiling,
+    train_previous_token,
+)
+from attnlab.experiments.attention_review import SHARPNESS_D_K, sharpness_samples
 from attnlab.experiments.context_extension import angle_coverage
-from attnlab.experiments.head_roles import PRESETS, format_bytes, kv_cost
 from attnlab.experiments.learned_positions import (
     LEARNED_CONFIG,
     TRAIN_LEN,
@@ -44,14 +50,8 @@ from attnlab.experiments.length_generalization import (
     method_config,
     train_kinds,
 )
-from attnlab.experiments.no_order import (
-    NO_ORDER_MODEL,
-    NO_ORDER_SEQ_LEN,
-    bag_of_tokens_ceiling,
-    train_previous_token,
-)
-from attnlab.experiments.shape_explorer import SHAPE_N_HEADS, SHAPE_SEQ_LEN
-from attnlab.experiments.softmax_sharpness import SHARPNESS_D_K, sharpness_samples
+from attnlab.experiments.split_and_concat import SHAPE_N_HEADS, SHAPE_SEQ_LEN
+from attnlab.experiments.what_heads_capture import PRESETS, format_bytes, kv_cost
 from attnlab.experiments.why_heads import heads_output, value_coefficients
 from attnlab.model import ModelConfig, forward, init_params, layer_weights, param_shapes
 from attnlab.positional import (
@@ -189,7 +189,7 @@ def ch05_no_order(rng: np.random.Generator) -> Headline:
 
 
 def ch06_toeplitz() -> Headline:
-    """Chapter 06: PE(m)·PE(n) is one number per offset m − n.
+    """Chapter 06: PE(pos)·PE(pos′) is one number per offset pos − pos′.
 
     Taught in chapter 11.
     """
@@ -201,7 +201,7 @@ def ch06_toeplitz() -> Headline:
     shown = " ".join(f"{v:.3f}" for v in by_offset)
     offsets = ", ".join(str(k) for k in CH06_OFFSETS)
     return Headline(6, {"対角線の中の幅": spread, "内積": by_offset},
-                    shown, f"PE(m)·PE(n)、m − n = {offsets}（d_model = {CH06_D_MODEL}）")
+                    shown, f"PE(pos)·PE(pos′)、pos − pos′ = {offsets}（d_model = {CH06_D_MODEL}）")
 
 
 def ch07_unused_rows() -> Headline:
@@ -249,9 +249,9 @@ def ch09_unseen_pairs() -> Headline:
     pi = {s: int(angle_coverage("PI", s).unseen.sum()) for s in CH09_SCALES}
     n_pairs = angle_coverage("外挿", 1).theta.size
     scales = ", ".join(str(s) for s in CH09_SCALES)
-    return Headline(9, {"外挿": plain, "PI": pi, "対の数": n_pairs},
+    return Headline(9, {"外挿": plain, "PI": pi, "ペアの数": n_pairs},
                     f"{plain[CH09_SCALES[0]]} / {n_pairs} → {pi[CH09_SCALES[0]]}",
-                    f"見たことのない角度に出る対（外挿 → PI、s = {scales}）")
+                    f"見たことのない角度に出るペア（外挿 → PI、s = {scales}）")
 
 
 class LengthStudy(NamedTuple):
@@ -324,7 +324,7 @@ def first_layer_weights(params: dict, config: ModelConfig, tokens: np.ndarray,
     The model of :mod:`attnlab.model` always numbers a row ``0 … T−1``; here the same
     arithmetic takes any positions: the sinusoidal or learned rows of those positions
     are added to the embeddings, RoPE turns q and k by their angles, ALiBi adds
-    −m_h·|p_i − p_j|. At ``positions = 0 … T−1`` it equals ``forward(…).attn[0]``.
+    −a_ℓ·|p_i − p_j| (head ℓ). At ``positions = 0 … T−1`` it equals ``forward(…).attn[0]``.
 
     Parameters
     ----------

@@ -6,7 +6,7 @@
   :class:`attnlab.tasks.TwoPositions` for several head counts at a fixed ``d_model`` and
   several seeds, and records each run's loss curve and its accuracy per attribute
   (:func:`attribute_accuracy`); :func:`offset_weight` says how much weight the heads of
-  a trained model put on the places t−1 and t−2.
+  a trained model put on the places i−1 and i−2.
 """
 
 import copy
@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import generator, positive_int
+from attnlab._validate import choice, generator, positive_int
 from attnlab.attention import softmax
 from attnlab.model import ModelConfig, forward
 from attnlab.tasks import Batch, TwoPositions
@@ -25,7 +25,7 @@ from attnlab.training import evaluate, train
 HEAD_COUNTS = (1, 2, 4, 8, 16)
 #: The fixed model width: the heads share it, so every head count has the same parameters.
 D_MODEL = 64
-#: Training budget of one run, small enough for 15 runs in a notebook.
+#: Training budget of one run, small enough for 20 runs in a notebook.
 STEPS = 200
 BATCH_SIZE = 32
 SEQ_LEN = 16
@@ -119,14 +119,15 @@ def heads_output(scores: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def two_positions_config(n_heads: int, *, d_model: int = D_MODEL,
-                         seq_len: int = SEQ_LEN) -> ModelConfig:
+                         seq_len: int = SEQ_LEN, n_layers: int = 1) -> ModelConfig:
     """The chapter's model for :class:`~attnlab.tasks.TwoPositions`: one causal layer
-    with learned positions; only the number of heads changes.
+    with learned positions; only the number of heads changes (and, for the exercise on
+    two layers of one head each, the number of layers).
 
     Taught in chapter 02.
     """
     return ModelConfig(vocab_size=TwoPositions().vocab_size, d_model=d_model,
-                       n_heads=n_heads, n_layers=1, max_len=seq_len)
+                       n_heads=n_heads, n_layers=n_layers, max_len=seq_len)
 
 
 def attribute_accuracy(params: dict, batch: Batch, config: ModelConfig,
@@ -134,7 +135,7 @@ def attribute_accuracy(params: dict, batch: Batch, config: ModelConfig,
     """The share of scored positions whose predicted colour, and predicted shape, is right.
 
     The prediction is the most likely token; its colour is compared with the target's
-    colour (that of t−1) and its shape with the target's shape (that of t−2).
+    colour (that of i−1) and its shape with the target's shape (that of i−2).
 
     Returns
     -------
@@ -153,7 +154,7 @@ def attribute_accuracy(params: dict, batch: Batch, config: ModelConfig,
 def offset_weight(attn: np.ndarray, offset: int) -> np.ndarray:
     """Mean weight each head gives to the key ``offset`` places back.
 
-    Averaged over the batch and over the queries t ≥ 2 (those TwoPositions scores).
+    Averaged over the batch and over the queries i ≥ 2 (those TwoPositions scores).
 
     Parameters
     ----------
@@ -205,6 +206,7 @@ def run_heads(
     batch_size: int = BATCH_SIZE,
     seq_len: int = SEQ_LEN,
     lr: float = 1e-2,
+    n_layers: int = 1,
 ) -> list[HeadRun]:
     """Train one model per head count and seed on TwoPositions; measure each run.
 
@@ -225,6 +227,9 @@ def run_heads(
         Default ``TwoPositions()``.
     d_model, steps, batch_size, seq_len : int
     lr : float
+        Adam's step size; the chapter's runs use 1e-2 and compare 3e-3.
+    n_layers : int
+        Layers of the model (1 in the chapter's study, 2 in its exercise).
 
     Returns
     -------
@@ -243,7 +248,8 @@ def run_heads(
     streams = generator(rng).spawn(max(counts.values()))
     runs = []
     for n_heads in head_counts:
-        config = two_positions_config(n_heads, d_model=d_model, seq_len=seq_len)
+        config = two_positions_config(n_heads, d_model=d_model, seq_len=seq_len,
+                                      n_layers=n_layers)
         for seed, stream in enumerate(streams[:counts[n_heads]]):
             start = time.perf_counter()
             result = train(config, task, steps=steps, rng=copy.deepcopy(stream),
@@ -264,8 +270,7 @@ def runs_by_heads(runs: list[HeadRun], field: str) -> dict[int, np.ndarray]:
 
     Taught in chapter 02.
     """
-    if field not in HeadRun._fields:
-        raise ValueError(f"field={field!r} は {HeadRun._fields} のどれかにしてください")
+    choice(field, "field", HeadRun._fields)
     grouped: dict[int, list] = {}
     for run in runs:
         grouped.setdefault(run.n_heads, []).append(getattr(run, field))

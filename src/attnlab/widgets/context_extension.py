@@ -2,7 +2,6 @@
 
 from collections.abc import Callable
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -21,7 +20,12 @@ from attnlab.plotting import (
     new_figure,
     set_ylabel_horizontal,
 )
-from attnlab.widgets.core import InteractiveFigure, interactive_figure, register_widget
+from attnlab.widgets.core import (
+    InteractiveFigure,
+    interactive_figure,
+    register_widget,
+    toggle,
+)
 
 #: One colour per method, the book's (attnlab.plotting.METHOD_STYLES; 外挿 is plain RoPE).
 METHOD_COLOURS = {method: method_style(method).colour for method in ("外挿", "PI", "NTK", "YaRN")}
@@ -57,7 +61,7 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
     for method, colour in METHOD_COLOURS.items():
         ax_turns.plot([], [], color=colour, marker="o", markersize=3, label=method)
     ax_turns.set(yscale="log", ylim=(1e-3, 1e6), xlim=(-0.5, pairs[-1] + 0.5),
-                 xlabel="対の番号 i（右ほど低周波）", title="各対が回る角度")
+                 xlabel="ペアの番号 i（右ほど低周波）", title="各ペアが回る角度")
     set_ylabel_horizontal(ax_turns, "角度の幅（周）")
 
     ax_res.axhline(1.0, color=GREY, linestyle=":", linewidth=1, label="訓練と同じ")
@@ -65,7 +69,7 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
                                 linestyle="--", linewidth=1, label="1/s")
     (resolution,) = ax_res.plot(pairs, np.ones(len(pairs)), marker="o", markersize=3)
     ax_res.set(ylim=(0, 1.3), xlim=(-0.5, pairs[-1] + 0.5),
-               xlabel="対の番号 i（右ほど低周波）", title="隣り合う位置の角度の差（訓練 = 1）")
+               xlabel="ペアの番号 i（右ほど低周波）", title="隣り合う位置の角度の差（訓練 = 1）")
     set_ylabel_horizontal(ax_res, r"$\theta'_i \,/\, \theta_i$")
     # one legend for both axes, below them (the same in every state)
     handles, labels = (sum(pair, []) for pair in zip(
@@ -83,7 +87,7 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
                            f"（スコア {cov.attention_factor ** 2:.3f} 倍）")
         heading.set_text(
             f"{method}、s = {scale}：訓練 {EXTENSION_TRAIN_LEN} 位置 → {long_len} 位置"
-            f"{temperature}\n見たことのない角度に出る対: {int(cov.unseen.sum())} / {len(pairs)}")
+            f"{temperature}\n見たことのない角度に出るペア: {int(cov.unseen.sum())} / {len(pairs)}")
         target.set_ydata(cov.target_max / (2 * np.pi))
         target.set_color(colour)
         unseen.set_data(pairs[cov.unseen], cov.target_max[cov.unseen] / (2 * np.pi))
@@ -102,9 +106,7 @@ def context_extension_widget() -> InteractiveFigure:
     Taught in chapter 09.
     """
     controls = {
-        "method": widgets.ToggleButtons(options=list(EXTENSION_METHODS), value="外挿",
-                                        description="方法", style={"button_width": "auto"}),
-        "scale": widgets.ToggleButtons(options=list(EXTENSION_SCALES), value=2,
-                                       description="s", style={"button_width": "auto"}),
+        "method": toggle(EXTENSION_METHODS, "外挿", "方法"),
+        "scale": toggle(EXTENSION_SCALES, 2, "s"),
     }
     return interactive_figure(context_extension_plot, controls, title="コンテキスト拡張")

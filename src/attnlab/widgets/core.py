@@ -69,11 +69,12 @@ _Factory = TypeVar("_Factory", bound=Callable[[], "InteractiveFigure"])
 
 
 def register_widget(name: str) -> Callable[[_Factory], _Factory]:
-    """Mark a live figure's factory so that :data:`attnlab.widgets.WIDGETS` lists it.
+    """Mark a live figure's factory with its registry name.
 
-    ``attnlab.widgets`` imports every module of the package and collects the marked
-    factories defined there: the tests render each, ``benchmarks/widget_render.py``
-    times each, and the factory is importable as ``attnlab.widgets.<function name>``.
+    ``attnlab/widgets/__init__.py`` imports each marked factory by name and lists it in
+    :data:`attnlab.widgets.WIDGETS` (``tests/test_registries.py`` names one left out):
+    the tests render each, ``benchmarks/widget_render.py`` times each, and the book's
+    build draws every state of each.
 
     Parameters
     ----------
@@ -397,3 +398,33 @@ def interactive_figure(
     Not taught: machinery for writing a live figure (CONTRIBUTING.md).
     """
     return InteractiveFigure(plot, controls, title)
+
+
+# --- the controls, built one way for every figure ---------------------------------------
+# The three kinds the book renders (control_kind), each over a small discrete domain:
+# ``options`` are values, or (label, value) pairs where the label should differ.
+
+
+def toggle(options, value: Any, description: str) -> widgets.ToggleButtons:
+    """Toggle buttons over ``options``, each as wide as its label.
+
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    """
+    return widgets.ToggleButtons(options=list(options), value=value, description=description,
+                                 style={"button_width": "auto"})
+
+
+def slider(options, value: Any, description: str) -> widgets.SelectionSlider:
+    """A slider that stops at each of ``options`` (moved with the arrow keys in the book).
+
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    """
+    return widgets.SelectionSlider(options=list(options), value=value, description=description)
+
+
+def dropdown(options, value: Any, description: str) -> widgets.Dropdown:
+    """A drop-down menu of ``options``, for names too long for buttons.
+
+    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    """
+    return widgets.Dropdown(options=list(options), value=value, description=description)

@@ -1,0 +1,423 @@
+"""Chapter 03's self-checks: ``my_split_heads`` and ``my_multi_head_attention``.
+
+As in :mod:`attnlab.checks.attention_review`, the diagnosis is computed: the check builds what
+each typical mistake returns (with the reference functions) and says which one the
+answer matches. Chapter 03 imports the references (``split_heads``,
+``multi_head_attention`` and its loop), so an answer that is one of them, or calls one,
+is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import product
+from typing import Any
+
+import numpy as np
+
+from attnlab.attention import (
+    MHAWeights,
+    attention_pass,
+    causal_mask,
+    merge_heads,
+    multi_head_attention,
+    multi_head_attention_loop,
+    softmax,
+    split_heads,
+)
+from attnlab.checks.core import (
+    Mistake,
+    Raised,
+    checker,
+    raised_message,
+    returned_array,
+    returned_pair,
+    shape_of,
+)
+from attnlab.checks.why_heads import _call_watching, _references
+
+_RTOL, _ATOL = 1e-4, 1e-6  # float32 answers pass, every mistake is far outside
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=_RTOL, atol=_ATOL))
+
+
+_SPLIT_REFERENCES = _references({
+    split_heads: (
+        "attnlab の split_heads を使っています（そのまま渡すか、中で呼んでいます）。"
+        "この練習問題では split_heads を使わずに、reshape と軸の入れ替え（または切り出しと "
+        "np.stack）で自分で書いてください。"
+    ),
+})
+_MHA_MESSAGE = (
+    "attnlab の {name} を使っています（そのまま渡すか、中で呼んでいます）。この練習問題では"
+    "それを使わずに、射影・ヘッドへの分割・ヘッドごとの softmax・結合・W_O を NumPy で"
+    "自分で書いてください。"
+)
+_MHA_REFERENCES = _references({
+    function: _MHA_MESSAGE.format(name=function.__name__)
+    for function in (multi_head_attention, multi_head_attention_loop, attention_pass)
+})
+
+
+# --- three ways to cut the last axis into heads (one right, two wrong) -------------------
+
+def _split(a: np.ndarray, n_heads: int, how: str) -> np.ndarray:
+    """(..., T, D) → (..., H, T, Dh), the right way or as a typical mistake does."""
+    *lead, T, D = a.shape
+    d_head = D // n_heads
+    if how == "right":
+        return split_heads(a, n_heads)
+    if how == "strided":  # head i = columns i, i+H, i+2H, ...
+        return np.moveaxis(a.reshape(*lead, T, d_head, n_heads), -1, -3)
+    if how == "reversed":  # the right blocks, last head first
+        return split_heads(a, n_heads)[..., ::-1, :, :]
+    return a.reshape(*lead, n_heads, T, d_head)  # "bare": reshape without the transpose
+
+
+def _merge(heads: np.ndarray, how: str) -> np.ndarray:
+    """(..., H, T, Dh) → (..., T, D), the inverse of :func:`_split` for each ``how``."""
+    *lead, H, T, d_head = heads.shape
+    if how == "right":
+        return merge_heads(heads)
+    if how == "strided":
+        return np.moveaxis(heads, -3, -1).reshape(*lead, T, H * d_head)
+    if how == "reversed":
+        return merge_heads(heads[..., ::-1, :, :])
+    return heads.reshape(*lead, T, H * d_head)
+
+
+_SPLIT_DIAGNOSES = {
+    "strided": (
+        "ヘッド i に列 i, i+H, i+2H, … を（H 列おきに）集めています。reshape(T, Dh, H) と"
+        "しているようです。ヘッド i は連続した列 i·Dh:(i+1)·Dh なので、"
+        "reshape(…, T, H, Dh) としてから H と T の軸を入れ替えてください。"
+    ),
+    "bare": (
+        "reshape で (H, T, Dh) の形にしただけで、軸の入れ替えをしていません。形は合っていても、"
+        "ヘッド 0 に最初の行たちがまとめて入ってしまいます。reshape(…, T, H, Dh) としてから"
+        "H と T の軸を入れ替えてください（swapaxes(-2, -3) など）。"
+    ),
+    "reversed": (
+        "ヘッドが逆の順に並んでいます。ヘッド 0 が x の最初の列のブロック（列 0:Dh）、"
+        "最後のヘッドが最後のブロックを持ちます（[::-1] やループの向きを確かめてください）。"
+    ),
+}
+
+
+# --- check_split_heads ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _SplitCase:
+    name: str
+    x: np.ndarray  # (..., T, D)
+    n_heads: int
+
+
+def _split_cases() -> list[_SplitCase]:
+    rng = np.random.default_rng(20260303)
+    # T, H and Dh all differ, and the batch size differs from H, so a wrong axis shows;
+    # none is the chapter's (512, 8) or (8, 4), and d_model = 30 with 5 heads of 6
+    # columns is no power of two, so an answer fitted to the chapter's sizes fails
+    return [
+        _SplitCase("x が (T, D) = (5, 12)、ヘッド 4 つのケース", rng.normal(size=(5, 12)), 4),
+        _SplitCase("x が (B, T, D) = (2, 5, 12)、ヘッド 3 つのケース",
+                   rng.normal(size=(2, 5, 12)), 3),
+        _SplitCase("x が (2, 3, 5, 12) の 4 次元、ヘッド 6 つのケース",
+                   rng.normal(size=(2, 3, 5, 12)), 6),
+        _SplitCase("x が (T, D) = (7, 30)、ヘッド 5 つのケース", rng.normal(size=(7, 30)), 5),
+    ]
+
+
+def _diagnose_split(case: _SplitCase, value: Any) -> np.ndarray:
+    """The answer as an array of the expected shape, or a Mistake that names the error."""
+    *lead, T, D = case.x.shape
+    H = case.n_heads
+    d_head = D // H
+    expected_shape = (*lead, H, T, d_head)
+    shape = shape_of(value)
+    if shape == (*lead, T, H, d_head):
+        raise Mistake(
+            f"返り値の形が (…, T, H, Dh) = {shape} です。reshape の後で H と T の軸を入れ替えて、"
+            f"(…, H, T, Dh) = {expected_shape} にしてください。"
+        )
+    if lead and shape == (H, *lead, T, d_head):
+        raise Mistake(
+            f"ヘッドの軸を先頭に積んでいます（形 {shape}）。np.stack(…, axis=-3) のように、"
+            f"T の直前に置いて (…, H, T, Dh) = {expected_shape} にしてください。"
+        )
+    if shape == (*lead, H, d_head, T):
+        raise Mistake(
+            f"返り値の形が (…, H, Dh, T) = {shape} です。各ヘッドは (T, Dh) の形で、"
+            "行がトークン、列がそのヘッドの次元です。"
+        )
+    return returned_array(value, "返り値", expected_shape)
+
+
+@checker("2〜4 次元の x で split_heads と一致しました。")
+def check_split_heads(func: Callable) -> None:
+    """Check ``func(x, n_heads)``: x (…, T, D) → (…, H, T, Dh), head i = columns i·Dh:(i+1)·Dh.
+
+    Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (head i taken as the strided
+    columns i, i+H, …; a bare reshape to (H, T, Dh) without the transpose; the heads in
+    reverse order; the heads left after T; the heads stacked in front of the batch axis;
+    only 2-D x handled; ``split_heads`` itself used).
+
+    Parameters
+    ----------
+    func : callable
+        The student's ``my_split_heads(x, n_heads)``.
+
+    Returns
+    -------
+    bool
+        True if every hidden case matches.
+
+    Taught in chapter 03.
+    """
+    for case in _split_cases():
+        result, called = _call_watching(func, _SPLIT_REFERENCES, case.x, case.n_heads)
+        if called:
+            raise Mistake(called[0])
+        if isinstance(result, Raised):
+            message = raised_message(result, case.name)
+            if case.x.ndim > 2:
+                message += (
+                    "x の先頭には任意個のバッチの軸 (…) が付きます。"
+                    "*lead, T, D = x.shape のように、形を後ろから読んでください。"
+                )
+            raise Mistake(message)
+        heads = _diagnose_split(case, result)
+        if _close(heads, _split(case.x, case.n_heads, "right")):
+            continue
+        for how, diagnosis in _SPLIT_DIAGNOSES.items():
+            if _close(heads, _split(case.x, case.n_heads, how)):
+                raise Mistake(f"{case.name}: {diagnosis}")
+        raise Mistake(
+            f"{case.name}: 値が split_heads と一致しません。ヘッド 0 は x の列 0:Dh、"
+            "ヘッド 1 は列 Dh:2·Dh、… を、元の並びのまま持ちます（x[..., :, i*Dh:(i+1)*Dh]）。"
+        )
+
+
+# --- check_multi_head_attention ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _MHACase:
+    name: str
+    x: np.ndarray  # (T, D)
+    weights: MHAWeights  # four (D, D) matrices
+    n_heads: int
+    mask: np.ndarray | None  # (T, T) bool
+
+
+def _mha_cases() -> list[_MHACase]:
+    rng = np.random.default_rng(20260304)
+
+    def layer(T: int, D: int) -> tuple[np.ndarray, MHAWeights]:
+        x = rng.normal(size=(T, D))  # (T, D)
+        w = MHAWeights(*(rng.normal(size=(D, D)) / np.sqrt(D) for _ in range(4)))
+        return x, w
+
+    x, w = layer(5, 12)
+    # d_model = 15, 5 heads of 3: no size is a power of two or a square, so √d_model,
+    # d_head and √d_head are three different divisors, and nothing is the chapter's 512/8
+    x2, w2 = layer(7, 15)
+    # every row keeps a key and hides one, unlike the causal mask's last row
+    mask = np.array([[1, 0, 1, 1, 0, 1, 0], [1, 1, 0, 0, 1, 1, 0], [0, 1, 1, 1, 0, 0, 1],
+                     [1, 0, 0, 1, 1, 0, 1], [0, 1, 1, 0, 1, 1, 0], [1, 1, 0, 1, 0, 1, 1],
+                     [0, 0, 1, 1, 1, 0, 1]], dtype=bool)
+    return [
+        _MHACase("マスクなし・ヘッド 3 つのケース", x, w, 3, None),
+        _MHACase("因果マスク・ヘッド 3 つのケース", x, w, 3, causal_mask(5)),
+        _MHACase("まだらなマスク・ヘッド 5 つのケース", x2, w2, 5, mask),
+    ]
+
+
+_SCALES = ("head", "model", "none", "d_head")
+_DIAGNOSES = {
+    **{("split", how): text for how, text in _SPLIT_DIAGNOSES.items()},
+    ("scale", "model"): (
+        "スコアを √d_model で割っています。各ヘッドのクエリとキーは d_k = d_model / h 次元"
+        "（ヘッドの幅）なので、割るのは √d_k です。"
+    ),
+    ("scale", "none"): "スコアを √d_k（d_k はヘッドの幅）で割るのを忘れています。",
+    ("scale", "d_head"): "スコアを d_k で割っています。割るのは √d_k です。",
+    ("mask", "ignored"): (
+        "mask を無視しています。mask が False の位置のスコアを、どのヘッドでも softmax の前に"
+        " -inf にしてください（(T, T) の mask は (H, T, T) のスコアにブロードキャストできます）。"
+    ),
+}
+
+
+def _candidate_weights(case: _MHACase, split: str, scale: str, use_mask: bool) -> np.ndarray:
+    """Every head's weights (H, T, T) with the given (possibly wrong) choices."""
+    D = case.x.shape[-1]
+    d_head = D // case.n_heads
+    q = _split(case.x @ case.weights.w_q, case.n_heads, split)  # (H, T, Dh)
+    k = _split(case.x @ case.weights.w_k, case.n_heads, split)  # (H, T, Dh)
+    divisor = {"head": np.sqrt(d_head), "model": np.sqrt(D), "none": 1.0,
+               "d_head": float(d_head)}[scale]
+    scores = q @ k.swapaxes(-1, -2) / divisor  # (H, T, T)
+    if use_mask and case.mask is not None:
+        scores = np.where(case.mask, scores, -np.inf)
+    return softmax(scores, axis=-1)
+
+
+def _diagnose_weights(case: _MHACase, weights: np.ndarray) -> str:
+    masks = (True, False) if case.mask is not None else (True,)
+    for split, scale, use_mask in product(("right", "strided", "bare", "reversed"), _SCALES,
+                                          masks):
+        if (split, scale, use_mask) == ("right", "head", True):
+            continue
+        if _close(weights, _candidate_weights(case, split, scale, use_mask)):
+            found = [("split", split), ("scale", scale), ("mask", "right" if use_mask
+                                                           else "ignored")]
+            return "".join(_DIAGNOSES[f] for f in found if f in _DIAGNOSES)
+    sums = weights.sum(axis=-1)
+    if not np.allclose(sums, 1.0, atol=1e-5):
+        return ("重みの各行の和が 1 になっていません。softmax は各ヘッドの各行（キーの軸、"
+                "axis=-1）で取ります。")
+    return (
+        "重みが正しい値と一致しません。Q = x @ w_q を H 個のヘッドに分け、ヘッドごとに "
+        "softmax(QKᵀ / √d_k) を計算しているか、途中の値を split_heads と "
+        "scaled_dot_product_attention で確かめてみてください。"
+    )
+
+
+def _diagnose_out(case: _MHACase, out: np.ndarray, weights: np.ndarray) -> str:
+    """The weights are right: which mistake after them reproduces ``out``?"""
+    v = split_heads(case.x @ case.weights.w_v, case.n_heads)  # (H, T, Dh)
+    heads = weights @ v  # (H, T, Dh)
+    for merge in ("right", "strided", "bare", "reversed"):
+        concat = _merge(heads, merge)  # (T, D)
+        for use_w_o in (True, False):
+            if (merge, use_w_o) == ("right", True):
+                continue
+            if _close(out, concat @ case.weights.w_o if use_w_o else concat):
+                text = []
+                if merge == "bare":
+                    text.append(
+                        "ヘッドを結合するとき、(H, T, Dh) をそのまま reshape(T, D) しています。"
+                        "先に H と T の軸を入れ替えて (T, H, Dh) にしてから reshape してください。"
+                    )
+                if merge == "strided":
+                    text.append(
+                        "ヘッドを結合するとき、ヘッドの次元を 1 列ずつ交互に並べています。"
+                        "ヘッド 0 の出力は列 0:Dh、ヘッド 1 の出力は列 Dh:2·Dh、…に"
+                        "まとめて置きます。"
+                    )
+                if merge == "reversed":
+                    text.append(
+                        "ヘッドを逆の順に結合しています。ヘッド 0 の出力が先頭（列 0:Dh）、"
+                        "最後のヘッドの出力が最後です。"
+                    )
+                if not use_w_o:
+                    text.append(
+                        "最後に W_O（w_o）を掛けるのを忘れています。out は、結合したものに w_o を"
+                        "掛けた (T, D) です（各ヘッドが W_O の自分の行のブロックを通して書き込み、"
+                        "それが足し合わされます）。"
+                    )
+                return "".join(text)
+    return (
+        "重みは正しいのに、出力 out が一致しません。各ヘッドの出力 weights_i @ V_i を"
+        "結合して (T, D) にし、w_o を掛けたものが out です。"
+    )
+
+
+def _unpack_mha(value: Any, case: _MHACase) -> tuple[np.ndarray, np.ndarray]:
+    T, D = case.x.shape
+    H = case.n_heads
+    value = returned_pair(value, (T, D), (H, T, T))
+    second = shape_of(value[1])
+    out = returned_array(value[0], "out（1 つ目の返り値）", (T, D))
+    if second in ((T, T), (1, T, T)) or second == (H, T, T):
+        collapsed = _collapsed(value[1], case)
+        if collapsed == "mean":
+            raise Mistake(
+                "重みをヘッドについて平均しています。weights はヘッドごとの重みを並べた "
+                f"(H, T, T) = {(H, T, T)} で返してください。ヘッドごとに違う重みを持てることが、"
+                "ヘッドを分ける理由です。"
+            )
+        if collapsed == "one":
+            raise Mistake(
+                f"1 つのヘッドの重みだけを返しています。すべてのヘッドの重みを (H, T, T) = "
+                f"{(H, T, T)} の形で返してください。"
+            )
+        if second != (H, T, T):
+            raise Mistake(
+                f"weights の形が {second} です。ヘッドごとの重みを並べた (H, T, T) = "
+                f"{(H, T, T)} で返してください。"
+            )
+    weights = returned_array(value[1], "weights（2 つ目の返り値）", (H, T, T))
+    return out, weights
+
+
+def _collapsed(value: Any, case: _MHACase) -> str | None:
+    """"mean" if ``value`` is every head's weights averaged over the heads, "one" if it
+    is one head's weights (broadcast or not), None otherwise."""
+    try:
+        weights = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    right = _candidate_weights(case, "right", "head", True)  # (H, T, T)
+    T = right.shape[-1]
+    if weights.shape not in ((T, T), (1, T, T), right.shape):
+        return None
+    if np.allclose(weights, right.mean(axis=0), rtol=_RTOL, atol=_ATOL):
+        return "mean"
+    if weights.shape != right.shape and any(
+            np.allclose(weights, head, rtol=_RTOL, atol=_ATOL) for head in right):
+        return "one"
+    return None
+
+
+@checker("出力も各ヘッドの重みも一致しました。")
+def check_multi_head_attention(func: Callable) -> None:
+    """Check ``func(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> (out, weights)``.
+
+    x is (T, D), each w (D, D), mask (T, T) bool or None; out (T, D), weights (H, T, T).
+    Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (strided, bare-reshape or
+    reversed heads, W_O forgotten, scores divided by √d_model (or not at all, or by
+    d_head), the mask ignored, weights averaged over heads, heads merged without the
+    transpose or in reverse order, out and weights swapped, None, an exception,
+    ``multi_head_attention`` or its loop itself used).
+
+    Parameters
+    ----------
+    func : callable
+        The student's ``my_multi_head_attention``.
+
+    Returns
+    -------
+    bool
+        True if every hidden case matches.
+
+    Taught in chapter 03.
+    """
+    for case in _mha_cases():
+        args = (case.x, *case.weights, case.n_heads)
+        if case.mask is None:
+            result, called = _call_watching(func, _MHA_REFERENCES, *args)
+        else:
+            result, called = _call_watching(func, _MHA_REFERENCES, *args, mask=case.mask)
+        if called:
+            raise Mistake(called[0])
+        if isinstance(result, Raised):
+            message = raised_message(result, case.name)
+            if isinstance(result.error, TypeError) and case.mask is not None and (
+                    "mask" in str(result.error)):
+                message += ("mask 引数を受け取れるよう、def my_multi_head_attention(x, w_q, w_k, "
+                            "w_v, w_o, n_heads, mask=None) と書いてください。")
+            raise Mistake(message)
+        out, weights = _unpack_mha(result, case)
+        if not (np.all(np.isfinite(out)) and np.all(np.isfinite(weights))):
+            raise Mistake(f"{case.name}で nan か inf が出ました。softmax の前に各行の最大値を"
+                          "引き、隠す位置は -inf にしてから softmax を取ってください。")
+        ref_out, ref_weights = multi_head_attention(case.x, case.weights, case.n_heads,
+                                                    mask=case.mask)
+        if not _close(weights, ref_weights):
+            raise Mistake(f"{case.name}: {_diagnose_weights(case, weights)}")
+        if not _close(out, ref_out):
+            raise Mistake(f"{case.name}: {_diagnose_out(case, out, weights)}")

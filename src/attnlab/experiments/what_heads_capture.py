@@ -1,0 +1,434 @@
+"""Chapter 04's experiments: which roles the heads of a small model take, and what they cost.
+
+A 2-layer attention-only model (:mod:`attnlab.model`) is trained on
+:class:`attnlab.tasks.RepeatedSequence`. :func:`trained_model` is cached, so the chapter,
+its live head picker and the tests share one training per seed; everything else reads
+the trained parameters on one fixed evaluation batch.
+
+Heads are found by measurement, not by eye: the two scores of :mod:`attnlab.head_roles`
+(the induction score is Olsson et al.'s prefix matching), :func:`copying_score` (their
+second property: the head raises the logit of the token it attends to), and
+interventions (:func:`head_scores` with heads switched off). :func:`head_importance`
+is Michel et al.'s gradient-based importance; :func:`greedy_pruning_curve` re-measures
+after every head it switches off.
+"""
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from attnlab.attention import mean_pool_kv
+from attnlab.costs import kv_cache_bytes
+from attnlab.head_roles import induction_mask, induction_score, previous_token_score
+from attnlab.model import ModelConfig, forward, layer_keys, layer_weights, loss_and_grads
+from attnlab.tasks import Batch, RepeatedSequence
+from attnlab.training import PruningCurve, evaluate, train
+
+#: The chapter's model: V=32, D=64, H=4, L=2, learned positions, causal.
+CONFIG = ModelConfig(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=32)
+#: Repeated random segments; the period P of each row is drawn from 4 … T/2 = 16.
+TASK = RepeatedSequence(vocab_size=32)
+#: The seeds the chapter trains; every claim is checked on each.
+SEEDS = (0, 1)
+#: Training steps of every run (batch 64, T = 32, Adam with lr 1e-2).
+STEPS = 200
+#: Parameters are recorded every this many steps, for the emergence curves.
+RECORD_EVERY = 5
+#: The longest period is T/2, so the first copy of every token lies in positions 0 … 15.
+FIRST_COPY = 16
+#: Steps of the short uptraining after pooling K/V heads: 5% of STEPS, the share of the
+#: original pre-training Ainslie et al. uptrain for.
+UPTRAIN_STEPS = 10
+_SEQ_LEN = 32
+_EVAL_SEED = 123
+_EXAMPLE_SEED = 2026
+#: The periods of the examples the head picker offers.
+EXAMPLE_PERIODS = (5, 8, 13)
+
+
+class TrainedModel(NamedTuple):
+    """What :func:`trained_model` returns."""
+
+    params: dict  # the parameters after training
+    initial: dict  # the parameters before training
+    loss: np.ndarray  # (STEPS,) training loss per step
+    accuracy: np.ndarray  # (STEPS,) training accuracy per step
+    steps: np.ndarray  # (n,) the steps at which parameters were recorded, 0 … STEPS
+    snapshots: tuple  # (n,) parameter dicts recorded at those steps
+
+
+@functools.cache
+def trained_model(seed: int) -> TrainedModel:
+    """Train the chapter's model on :data:`TASK` for :data:`STEPS` steps (cached per seed).
+
+    Deterministic: ``train(CONFIG, TASK, steps=STEPS, rng=np.random.default_rng(seed))``,
+    recording a copy of the parameters every :data:`RECORD_EVERY` steps. Treat the
+    result as read-only: it is shared by every caller.
+
+    Taught in chapter 04.
+    """
+    seed = int(seed)
+    steps, snapshots = [], []
+
+    def record(step: int, params: dict) -> None:
+        if step % RECORD_EVERY == 0:
+            steps.append(step)
+            snapshots.append({name: value.copy() for name, value in params.items()})
+
+    result = train(CONFIG, TASK, steps=STEPS, rng=np.random.default_rng(seed),
+                   callback=record)
+    return TrainedModel(result.params, result.initial, result.loss, result.accuracy,
+                        np.array(steps), tuple(snapshots))
+
+
+@functools.lru_cache(maxsize=1)
+def eval_batch() -> Batch:
+    """The fixed batch every measurement of the chapter uses: 128 rows of T = 32.
+
+    Taught in chapter 04.
+    """
+    return TASK(np.random.default_rng(_EVAL_SEED), 128, _SEQ_LEN)
+
+
+class HeadScores(NamedTuple):
+    """What :func:`head_scores` returns; each array is (n_layers, H)."""
+
+    previous: np.ndarray  # previous-token score over all positions
+    previous_early: np.ndarray  # previous-token score on queries and keys 0 … 15
+    induction: np.ndarray  # induction score
+
+
+def head_scores(params: dict, batch: Batch | None = None, *, ablate=None) -> HeadScores:
+    """Previous-token and induction scores of every head of the chapter's model.
+
+    Parameters
+    ----------
+    params : dict
+        Parameters of a model with :data:`CONFIG`.
+    batch : Batch, optional
+        Default :func:`eval_batch`.
+    ablate : iterable of (int, int), optional
+        Heads ``(layer, head)`` switched off while measuring, as in
+        :func:`attnlab.model.forward`: the scores of the later layers then show what
+        those heads contribute to the later heads' weights.
+
+    Returns
+    -------
+    HeadScores
+        ``previous``, ``previous_early`` (only the first :data:`FIRST_COPY` positions)
+        and ``induction``, each of shape (n_layers, H).
+
+    Taught in chapter 04.
+    """
+    batch = eval_batch() if batch is None else batch
+    return _scores(forward(params, batch.tokens, CONFIG, ablate=ablate).attn, batch.tokens)
+
+
+def _scores(attn: list, tokens: np.ndarray) -> HeadScores:
+    """The three scores from each layer's weights (B, H, T, T)."""
+    previous = np.stack([previous_token_score(a) for a in attn])  # (L, H)
+    early = np.stack([previous_token_score(a[:, :, :FIRST_COPY, :FIRST_COPY])
+                      for a in attn])  # (L, H)
+    induction = np.stack([induction_score(a, tokens) for a in attn])  # (L, H)
+    return HeadScores(previous, early, induction)
+
+
+class Emergence(NamedTuple):
+    """What :func:`emergence` returns."""
+
+    steps: np.ndarray  # (n,) training steps
+    previous_early: np.ndarray  # (n, n_layers, H) previous-token score, positions 0 … 15
+    induction: np.ndarray  # (n, n_layers, H)
+    accuracy: np.ndarray  # (n,) in-context accuracy on the evaluation batch
+
+
+def emergence(seed: int) -> Emergence:
+    """The heads' scores and the in-context accuracy at every recorded step of a run.
+
+    Taught in chapter 04.
+    """
+    run = trained_model(seed)
+    tokens, targets, loss_mask = eval_batch()
+    scores, accuracy = [], []
+    for params in run.snapshots:
+        logits, attn = forward(params, tokens, CONFIG)  # (B, T, V), L × (B, H, T, T)
+        scores.append(_scores(attn, tokens))
+        accuracy.append((logits.argmax(axis=-1) == targets)[loss_mask].mean())
+    return Emergence(run.steps, np.stack([s.previous_early for s in scores]),
+                     np.stack([s.induction for s in scores]), np.array(accuracy))
+
+
+def copying_score(params: dict, batch: Batch | None = None,
+                  layer: int = CONFIG.n_layers - 1) -> np.ndarray:
+    """How often each head of the last layer raises most the logit of the token it reads.
+
+    Olsson et al. define an induction head by prefix matching (the induction score) and
+    copying: "the head's output increases the logit corresponding to the attended-to
+    token". In the chapter's attention-only model a last-layer head reaches the logits
+    only directly, so its effect is ``logits − logits with the head switched off``. The
+    score is the share of the positions whose token occurred before at which the token
+    the head attends to most is the one whose logit it raises most: 1 for a head that
+    always copies what it reads, about 1/|V| for one that writes something unrelated.
+
+    Parameters
+    ----------
+    params : dict
+    batch : Batch, optional
+        Default :func:`eval_batch`.
+    layer : int
+        Must be the last layer, where the effect is the head's own.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (H,).
+
+    Taught in chapter 04.
+    """
+    if layer != CONFIG.n_layers - 1:
+        raise ValueError(f"copying_score は最後の層だけを測ります: layer={layer}、"
+                         f"最後の層は {CONFIG.n_layers - 1} です")
+    batch = eval_batch() if batch is None else batch
+    tokens = batch.tokens  # (B, T)
+    full = forward(params, tokens, CONFIG)
+    seen = induction_mask(tokens).any(axis=-1)  # (B, T): the token occurred before
+    scores = np.empty(CONFIG.n_heads)
+    for head in range(CONFIG.n_heads):
+        without = forward(params, tokens, CONFIG, ablate=[(layer, head)]).logits
+        effect = full.logits - without  # (B, T, V): what the head adds to the logits
+        read = full.attn[layer][:, head].argmax(axis=-1)  # (B, T): key it reads most
+        attended = np.take_along_axis(tokens, read, axis=1)  # (B, T): that key's token
+        scores[head] = (effect.argmax(axis=-1) == attended)[seen].mean()
+    return scores
+
+
+def mask_gradients(params: dict, batch: Batch, config: ModelConfig = CONFIG) -> np.ndarray:
+    """∂L/∂ξ for every head: the loss's slope in a factor ξ on the head's output.
+
+    With ξ = 1 for every head (the model as trained), ξ scales head ℓ's output before
+    W_O, which is the same as scaling the rows of W_O that head ℓ writes through. So the
+    slope is ``⟨W_O^(ℓ), ∂L/∂W_O^(ℓ)⟩``, read off one backward pass
+    (:func:`attnlab.model.loss_and_grads`). ``−∂L/∂ξ`` is the first-order estimate of
+    the change of the loss when the head is switched off (ξ: 1 → 0).
+
+    Parameters
+    ----------
+    params : dict
+    batch : Batch
+    config : ModelConfig
+        Default :data:`CONFIG`, the chapter's model.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (n_layers, H).
+
+    Taught in chapter 04.
+    """
+    _, grads = loss_and_grads(params, batch, config)
+    H, Dh = config.n_heads, config.d_head
+    slopes = np.empty((config.n_layers, H))
+    for layer in range(config.n_layers):
+        key = f"layers.{layer}.w_o"
+        w_o = params[key].reshape(H, Dh, -1)  # (H, Dh, D): the rows of each head
+        slopes[layer] = (w_o * grads[key].reshape(H, Dh, -1)).sum(axis=(1, 2))  # (H,)
+    return slopes
+
+
+def head_importance(params: dict, batch: Batch | None = None, *,
+                    normalize: bool = True) -> np.ndarray:
+    """Michel et al.'s importance score of every head: ``I = E_x |∂L(x)/∂ξ|``.
+
+    The mean over the sequences x of the batch of the absolute slope of each sequence's
+    loss in the head's mask variable ξ (:func:`mask_gradients`); as the paper does,
+    each layer's scores are divided by their ℓ2 norm (``normalize``). Heads with low
+    scores are pruned first.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (n_layers, H).
+
+    Chapter 04 describes the score and uses its first-order estimate
+    (:func:`mask_gradients`); on the chapter's nearly perfect model the per-sequence
+    slopes are tiny and their ranking changes with the last bits of training (it differs
+    between CPU levels), so the chapter does not rank heads by it.
+
+    Not taught: described in chapter 04, which does not rank heads by it.
+    """
+    batch = eval_batch() if batch is None else batch
+    rows = range(batch.tokens.shape[0])
+    slopes = np.stack([mask_gradients(params, Batch(*(part[b:b + 1] for part in batch)))
+                       for b in rows])  # (B, n_layers, H)
+    importance = np.abs(slopes).mean(axis=0)  # (n_layers, H)
+    if normalize:
+        importance = importance / np.linalg.norm(importance, axis=1, keepdims=True)
+    return importance
+
+
+def greedy_pruning_curve(params: dict, batch: Batch | None = None) -> PruningCurve:
+    """Switch heads off one by one, each time the one whose removal now costs least.
+
+    Unlike :func:`attnlab.training.pruning_curve`, which ranks the heads once by the
+    loss with each removed alone, every step here re-measures the loss of removing each
+    remaining head given the heads already off, and removes the cheapest.
+
+    Returns
+    -------
+    PruningCurve
+        ``order``, and ``loss``, ``accuracy`` with the first k heads of ``order`` off.
+
+    Taught in chapter 04.
+    """
+    batch = eval_batch() if batch is None else batch
+    every = [(layer, head) for layer in range(CONFIG.n_layers)
+             for head in range(CONFIG.n_heads)]
+    off: list[tuple[int, int]] = []
+    results = [evaluate(params, batch, CONFIG)]
+    while len(off) < len(every):
+        trials = {pair: evaluate(params, batch, CONFIG, ablate=off + [pair])
+                  for pair in every if pair not in off}
+        cheapest = min(trials, key=lambda pair: trials[pair][0])
+        off.append(cheapest)
+        results.append(trials[cheapest])
+    loss, accuracy = (np.array(column) for column in zip(*results, strict=True))
+    return PruningCurve(off, loss, accuracy)
+
+
+def pooled_params(params: dict, n_kv_heads: int) -> tuple[ModelConfig, dict]:
+    """Convert every layer to ``n_kv_heads`` K/V heads by mean-pooling (Ainslie et al.).
+
+    Returns the config with ``n_kv_heads`` and the new parameters (a copy: W_Q, W_O,
+    the embeddings and the unembedding unchanged; W_K and W_V pooled per group by
+    :func:`attnlab.mean_pool_kv`).
+
+    Taught in chapter 04.
+    """
+    config = ModelConfig(**{**CONFIG.__dict__, "n_kv_heads": int(n_kv_heads)})
+    pooled = dict(params)
+    for layer in range(CONFIG.n_layers):
+        weights = mean_pool_kv(layer_weights(params, layer), CONFIG.n_heads, n_kv_heads)
+        pooled.update(zip(layer_keys(layer), weights, strict=True))
+    return config, pooled
+
+
+@functools.cache
+def uptrained(seed: int, n_kv_heads: int) -> tuple[ModelConfig, dict]:
+    """Pool the trained model of ``seed`` to ``n_kv_heads``, then train it briefly.
+
+    :data:`UPTRAIN_STEPS` steps of Adam from the pooled parameters on new batches
+    (rng ``[seed, 1]``). Cached; returns (config, params).
+
+    Taught in chapter 04.
+    """
+    config, pooled = pooled_params(trained_model(seed).params, n_kv_heads)
+    result = train(config, TASK, steps=UPTRAIN_STEPS, rng=np.random.default_rng([seed, 1]),
+                   init_params=pooled)
+    return config, result.params
+
+
+@functools.lru_cache(maxsize=1)
+def examples() -> np.ndarray:
+    """The head picker's examples: one row of T = 32 per period in EXAMPLE_PERIODS.
+
+    Returns (len(EXAMPLE_PERIODS), T) token ids.
+
+    Taught in chapter 04.
+    """
+    rng = np.random.default_rng(_EXAMPLE_SEED)
+    t = np.arange(_SEQ_LEN)
+    rows = [rng.permutation(TASK.vocab_size)[:period][t % period] for period in EXAMPLE_PERIODS]
+    return np.stack(rows)  # (n_examples, T)
+
+
+class HeadMap(NamedTuple):
+    """What :func:`head_map` returns."""
+
+    weights: np.ndarray  # (T, T) the head's attention weights
+    tokens: np.ndarray  # (T,) the example
+    previous: float  # previous-token score of the head on the example, all positions
+    induction: float  # induction score of the head on the example
+
+
+def head_map(layer: int, head: int, example: int, seed: int = SEEDS[0]) -> HeadMap:
+    """One head's attention weights on one example, with its two scores there.
+
+    Taught in chapter 04.
+    """
+    tokens = examples()[example][None]  # (1, T)
+    attn = forward(trained_model(seed).params, tokens, CONFIG).attn[layer]  # (1, H, T, T)
+    previous = float(previous_token_score(attn)[head])
+    induction = float(induction_score(attn, tokens)[head])
+    return HeadMap(attn[0, head], tokens[0], previous, induction)
+
+
+# --- sharing K/V heads: what the cache costs in real configurations -------------------------
+
+
+class Preset(NamedTuple):
+    """A published attention configuration (FACTS.md; the toy is :data:`CONFIG`)."""
+
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int  # as published
+    d_head: int
+
+
+#: Layers / query heads / K/V heads / head width of real models and of the book's toy.
+PRESETS = {
+    "Llama 2 7B": Preset(32, 32, 32, 128),
+    "Llama 2 70B": Preset(80, 64, 8, 128),
+    "Llama 3 8B": Preset(32, 32, 8, 128),
+    "Mistral 7B": Preset(32, 32, 8, 128),
+    "本書のモデル": Preset(CONFIG.n_layers, CONFIG.n_heads, CONFIG.n_kv_heads, CONFIG.d_head),
+}
+
+
+class KVCost(NamedTuple):
+    """What :func:`kv_cost` returns."""
+
+    kv_params: int  # parameters of W_K and W_V over all layers
+    bytes_per_token: int  # KV cache of one token (batch 1)
+    total_bytes: int  # KV cache of seq_len tokens (batch 1)
+
+
+def kv_divisors(n_heads: int) -> list[int]:
+    """The K/V head counts a layer with ``n_heads`` query heads can have (divisors of H).
+
+    Taught in chapter 04.
+    """
+    return [d for d in range(n_heads, 0, -1) if n_heads % d == 0]
+
+
+def kv_cost(preset: Preset, n_kv_heads: int, seq_len: int, bytes_per_value: int = 2) -> KVCost:
+    """K/V projection parameters and KV-cache bytes of a configuration with ``n_kv_heads``.
+
+    d_model = H · Dh; the W_K and W_V of a layer are each (d_model, Hkv · Dh). The cache
+    sizes come from :func:`attnlab.costs.kv_cache_bytes` (fp16 by default).
+
+    Taught in chapter 04.
+    """
+    if preset.n_heads % n_kv_heads:
+        raise ValueError(
+            f"n_kv_heads={n_kv_heads} は n_heads={preset.n_heads} の約数にしてください")
+    d_model = preset.n_heads * preset.d_head
+    kv_params = 2 * preset.n_layers * d_model * n_kv_heads * preset.d_head
+    per_token = kv_cache_bytes(preset.n_layers, n_kv_heads, preset.d_head, 1,
+                               bytes_per_value=bytes_per_value)
+    total = kv_cache_bytes(preset.n_layers, n_kv_heads, preset.d_head, seq_len,
+                           bytes_per_value=bytes_per_value)
+    return KVCost(kv_params, per_token, total)
+
+
+def format_bytes(n_bytes: float) -> str:
+    """``1.25 GiB``, ``512 KiB``: binary units, 3 significant digits.
+
+    Taught in chapter 04.
+    """
+    value, unit = float(n_bytes), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{value:.3g} {unit}"

@@ -1,0 +1,173 @@
+"""Chapter 10's experiment helpers: settings per method, accuracy beyond L, fine-tuning."""
+
+import numpy as np
+import pytest
+
+from attnlab.experiments.length_generalization import (
+    LENGTH_METHODS,
+    TRAINED_KINDS,
+    accuracy_from,
+    evaluate_lengths,
+    finetune_comparison,
+    finetune_curve,
+    length_config,
+    method_config,
+    train_kinds,
+    train_short,
+)
+from attnlab.model import forward, init_params
+from attnlab.tasks import PreviousToken
+from attnlab.training import evaluate
+
+TASK = PreviousToken(vocab_size=32)
+
+
+def fresh(kind, seed=0, **kwargs):
+    return init_params(length_config(kind, **kwargs), np.random.default_rng(seed))
+
+
+def test_every_method_names_a_trained_kind():
+    assert {kind for kind, _ in LENGTH_METHODS.values()} == set(TRAINED_KINDS)
+
+
+@pytest.mark.parametrize("kind", list(TRAINED_KINDS))
+def test_length_config_sets_table_and_yarn_length(kind):
+    config = length_config(kind, 16)
+    assert config.max_len == 64 and config.rope_original_max_len == 16
+    assert config.positional == TRAINED_KINDS[kind]
+
+
+def test_length_config_rejects_unknown_kind():
+    with pytest.raises(ValueError, match="kind="):
+        length_config("T5")
+
+
+def test_method_config_stretches_rope_by_the_length_ratio():
+    config = length_config("RoPE", 16)
+    assert method_config(config, None, 16, 64) is config
+    for scaling in ("pi", "ntk", "yarn"):
+        stretched = method_config(config, scaling, 16, 64)
+        assert stretched.rope_scale == 4.0 and stretched.rope_scaling == scaling
+        assert stretched.rope_original_max_len == 16
+    assert method_config(config, "yarn", 16, 16).rope_scale == 1.0
+
+
+def test_method_config_errors_are_japanese():
+    with pytest.raises(ValueError, match="RoPE のモデルにだけ"):
+        method_config(length_config("ALiBi"), "pi", 16, 32)
+    with pytest.raises(ValueError, match="eval_len=8"):
+        method_config(length_config("RoPE"), "pi", 16, 8)
+
+
+def test_accuracy_from_zero_is_the_models_accuracy():
+    params, config = fresh("RoPE"), length_config("RoPE")
+    batch = TASK(np.random.default_rng(1), 16, 32)
+    assert accuracy_from(params, batch, config) == pytest.approx(evaluate(params, batch, config)[1])
+
+
+def test_accuracy_from_counts_only_later_positions():
+    params, config = fresh("学習（4L 行）"), length_config("学習（4L 行）")
+    batch = TASK(np.random.default_rng(2), 16, 32)
+    right = forward(params, batch.tokens, config).logits.argmax(-1) == batch.targets
+    assert accuracy_from(params, batch, config, start=16) == pytest.approx(right[:, 16:].mean())
+    with pytest.raises(ValueError, match="start=32"):
+        accuracy_from(params, batch, config, start=32)
+    with pytest.raises(ValueError, match="start="):
+        accuracy_from(params, batch, config, start=-1)
+
+
+def test_a_table_of_l_rows_cannot_run_past_l():
+    config = length_config("学習（4L 行）", 16, table_factor=1)
+    params = fresh("学習（4L 行）", table_factor=1)
+    with pytest.raises(IndexError, match="max_len=16"):
+        forward(params, TASK(np.random.default_rng(3), 2, 32).tokens, config)
+
+
+def test_training_leaves_rows_past_l_untouched():
+    config = length_config("学習（4L 行）", 16)
+    rng = np.random.default_rng(4)
+    run = train_short(config, TASK, rng=rng, steps=3)
+    initial = init_params(config, np.random.default_rng(4).spawn(2)[0])
+    np.testing.assert_array_equal(run.params["pos"][16:], initial["pos"][16:])
+    assert not np.array_equal(run.params["pos"][:16], initial["pos"][:16])
+    assert run.seconds > 0 and 0 <= run.final_accuracy <= 1
+
+
+def test_evaluate_lengths_gives_every_method_at_every_length():
+    runs = {kind: fresh(kind, seed) for seed, kind in enumerate(TRAINED_KINDS)}
+    accuracy = evaluate_lengths(runs, TASK, rng=np.random.default_rng(5), rows=8)
+    assert list(accuracy) == list(LENGTH_METHODS)
+    for values in accuracy.values():
+        assert values.shape == (3,) and np.all((values >= 0) & (values <= 1))
+    # at the training length every RoPE method is the same model
+    at_l = {accuracy[m][0] for m in ("RoPE 外挿", "RoPE+PI", "RoPE+NTK", "RoPE+YaRN")}
+    assert len(at_l) == 1
+    with pytest.raises(ValueError, match="ALiBi"):
+        evaluate_lengths({k: v for k, v in runs.items() if k != "ALiBi"}, TASK,
+                         rng=np.random.default_rng(5), rows=8)
+
+
+def test_finetune_curve_starts_from_the_given_model():
+    params, config = fresh("RoPE"), length_config("RoPE")
+    batch = TASK(np.random.default_rng(6), 16, 32)
+    curve = finetune_curve(params, config, TASK, rng=np.random.default_rng(7),
+                           eval_batch=batch, steps=3, marks=(0, 3))
+    assert curve.shape == (2,)
+    assert curve[0] == pytest.approx(accuracy_from(params, batch, config, start=16))
+    with pytest.raises(ValueError, match="marks"):
+        finetune_curve(params, config, TASK, rng=np.random.default_rng(7), eval_batch=batch,
+                       steps=3, marks=(0, 5))
+
+
+def test_position_accuracy_averages_each_position_over_rows():
+    from attnlab.experiments.length_generalization import position_accuracy
+
+    params, config = fresh("RoPE"), length_config("RoPE")
+    batch = TASK(np.random.default_rng(8), 16, 32)
+    by_position = position_accuracy(params, batch, config)  # (T,)
+    assert by_position.shape == (32,) and np.isnan(by_position[0])
+    assert np.nanmean(by_position[16:]) == pytest.approx(
+        accuracy_from(params, batch, config, start=16))
+
+
+def test_train_kinds_gives_each_kind_its_own_stream():
+    # a kind's run is the one train_short makes from that kind's spawned stream
+    task = PreviousToken()
+    runs = train_kinds(3, task)
+    stream = np.random.default_rng(3).spawn(len(runs))[3]  # the fourth kind: RoPE
+    alone = train_short(length_config("RoPE"), task, rng=stream)
+    for name, value in alone.params.items():
+        np.testing.assert_array_equal(runs["RoPE"].params[name], value)
+
+
+def test_finetune_comparison_names_the_lengths_it_knows():
+    with pytest.raises(ValueError, match="factor=3"):
+        finetune_comparison({}, PreviousToken(), 3)
+
+
+def test_the_ablations_run_on_the_same_batches_as_the_study():
+    from attnlab.experiments.length_generalization import LENGTH_ABLATIONS
+
+    runs = {kind: fresh(kind, seed) for seed, kind in enumerate(TRAINED_KINDS)}
+    study = evaluate_lengths(runs, TASK, rng=np.random.default_rng(9), rows=8)
+    ablated = evaluate_lengths(runs, TASK, rng=np.random.default_rng(9), rows=8,
+                               methods={**LENGTH_ABLATIONS, "again": ("RoPE", "yarn")})
+    assert list(ablated) == [*LENGTH_ABLATIONS, "again"]
+    np.testing.assert_array_equal(ablated["again"], study["RoPE+YaRN"])  # same batches
+    assert ablated["YaRN（論文のランプ）"][0] == study["RoPE+YaRN"][0]  # at L: all the same
+
+
+def test_the_toy_head_is_where_yarn_leaves_pair_0_alone():
+    # Dh = 8, L = 16: YaRN's reference ramp keeps pair 0 (2.5 turns) and interpolates the
+    # rest like PI; the paper's ramp interpolates pair 0 as well (γ = 0.05)
+    from attnlab.positional import rope_inv_freq
+
+    theta = rope_inv_freq(8)
+    for s in (2.0, 4.0):
+        yarn = method_config(length_config("RoPE"), "yarn", 16, int(16 * s)).rope
+        np.testing.assert_allclose(yarn.inv_freq(8) / theta, [1, 1 / s, 1 / s, 1 / s])
+        paper = method_config(length_config("RoPE"), "yarn_turns", 16, int(16 * s)).rope
+        assert paper.inv_freq(8)[0] < 0.6 and paper.attention_factor == yarn.attention_factor
+        no_temp = method_config(length_config("RoPE"), "yarn_no_temp", 16, int(16 * s)).rope
+        assert no_temp.attention_factor == 1.0
+        np.testing.assert_array_equal(no_temp.inv_freq(8), yarn.inv_freq(8))

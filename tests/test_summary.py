@@ -1,0 +1,275 @@
+"""Chapter 11 shows every chapter's result: what it prints must be what each chapter's
+committed notebook prints. A chapter whose numbers change while chapter 11 stays as it
+was fails here (and the other way round); the tests at the end show that a changed digit
+in either notebook is caught. Then the measuring functions of the encodings table."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from attnlab.experiments.length_generalization import (
+    LENGTH_ABLATIONS,
+    LENGTH_METHODS,
+    LENGTH_TRAIN_LEN,
+    TRAINED_KINDS,
+    length_config,
+    method_config,
+)
+from attnlab.experiments.summary import (
+    ch01_saturation,
+    ch03_costs,
+    ch04_kv_cache,
+    ch06_toeplitz,
+    ch09_unseen_pairs,
+    extra_parameters,
+    first_layer_weights,
+    runs_past,
+    shift_difference,
+)
+from attnlab.model import forward, init_params
+from scripts.book import BODY_COLUMNS, display_width
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+CELL = r"\d\.\d\d \(\d\.\d\d–\d\.\d\d\)"  # mean (min–max)
+
+
+def printed(stem: str) -> str:
+    """Everything the code cells of a committed notebook printed, as one text."""
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stdout":
+                parts.append(out["text"])
+    return "".join(parts)
+
+
+def numbers(text: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in NUMBER.findall(text)]
+
+
+def line(text: str, pattern: str) -> str:
+    """The first printed line matching ``pattern`` (a regular expression)."""
+    found = re.search(pattern, text, flags=re.MULTILINE)
+    assert found, f"{pattern!r} の行が出力にありません"
+    return found.group(0)
+
+
+def headline(ch11: str, chapter: int) -> str:
+    """The numbers chapter 11 prints for a chapter: the line ``NN  numbers``."""
+    return line(ch11, rf"^{chapter:02d}  .*$")[4:]
+
+
+def table_cells(text: str, label: str) -> list[str]:
+    """The ``mean (min–max)`` cells of the row of a method in a printed table."""
+    row = line(text, rf"^.*{CELL}   {re.escape(label)}(（.*）)?$")
+    return re.findall(CELL, row)
+
+
+def finetune_rows(text: str) -> list[tuple[str, str, str]]:
+    """The rows (step, extrapolated, PI) of the table printed after the 4L fine-tune."""
+    after = text[text.index("長さ 4L での追加訓練"):]
+    return re.findall(rf"^\s*(\d+)\s+({CELL})\s+({CELL})\s*$", after, flags=re.MULTILINE)
+
+
+# One function per chapter: the chapter's own printed value(s), then chapter 11's.
+def pair_01(ch11, own):
+    raw = numbers(line(own, r"^\s+16 .* 割らない$"))[-1]
+    scaled = numbers(line(own, r"^\s+16 .* √d_k で割る$"))[-1]
+    return [raw, scaled], numbers(headline(ch11, 1))
+
+
+def pair_02(ch11, own):
+    one = numbers(line(own, r"^1 ヘッド: 主語 .*$"))[-1]
+    two = numbers(line(own, r"^2 ヘッド: 主語 .*$"))[-1]
+    return [one, two], numbers(headline(ch11, 2))
+
+
+def pair_03(ch11, own):
+    row = numbers(line(own, r"^\s+1\s+1024\s+[\d,]+\s+[\d,]+.*$"))  # h, d_k, params, FLOPs
+    return row[2:4], numbers(headline(ch11, 3))
+
+
+def pair_04(ch11, own):
+    row = line(own, r"^.*  Llama 2 70B$")
+    sizes = re.findall(r"[\d.]+ [KMG]?i?B", row)[-2:]  # total: GQA, MHA
+    return sizes, re.findall(r"[\d.]+ [KMG]?i?B", headline(ch11, 4))
+
+
+def pair_05(ch11, own):
+    ceiling = numbers(line(own, r"^bag-of-tokens の上限.*$"))[-1]
+    runs = re.findall(r"^シード \d: 位置なし ([\d.]+)、学習可能な表 ([\d.]+)", own,
+                      flags=re.MULTILINE)
+    blind = [float(b) for b, _ in runs]
+    ordered = [float(o) for _, o in runs]
+    return blind + ordered + [ceiling], numbers(headline(ch11, 5))
+
+
+def pair_06(ch11, own):
+    return (numbers(line(own, r"^差 0, 1, 2, 5, 20 の内積: .*$").split(":")[1]),
+            numbers(headline(ch11, 6)))
+
+
+def pair_07(ch11, own):
+    moved = numbers(line(own, r"^使わなかった行 .*$"))[-1]
+    past = numbers(line(own, r"^位置 16〜63 の正解率.*$").split("[")[1])[:3]
+    return [moved] + past, numbers(headline(ch11, 7))[:4]
+
+
+def pair_08(ch11, own):
+    # the chapter asserts the property (every diagonal of q_m·k_n is constant)
+    # and chapter 11 shows the bound it asserts
+    return (["どの斜めの線も一定" in own, "< 1e-9"],
+            [True, headline(ch11, 8)])
+
+
+def pair_09(ch11, own):
+    unseen = numbers(line(own, r"^s = 2: 見たことのない角度に出るペア \d+ 個.*$"))[1]
+    turned = numbers(line(own, r"^訓練中に 1 周以上回ったペア: .*$"))
+    return [unseen, turned[-1]], numbers(headline(ch11, 9))[:2]
+
+
+def pair_10(ch11, own):
+    # every method's 2L and 4L cells of chapter 10's table, in chapter 11's table
+    theirs, ours = [], []
+    for method in LENGTH_METHODS:
+        theirs += table_cells(own, method)[1:]
+        ours += table_cells(ch11, method)
+    # and the headline: the means at 4L of the methods it names
+    means = {m: float(table_cells(own, m)[2].split()[0])
+             for m in ("RoPE 外挿", "RoPE+PI", "RoPE+YaRN", "ALiBi")}
+    theirs += list(means.values()) + finetune_rows(own)
+    ours += numbers(headline(ch11, 10)) + finetune_rows(ch11)
+    # the YaRN ablations: chapter 10's 2L and 4L cells, recomputed by chapter 11
+    for label in LENGTH_ABLATIONS:
+        theirs += table_cells(own, label)
+        ours += table_cells(ch11, label)
+    return theirs, ours
+
+
+PAIRS = {
+    "01_attention_review": pair_01, "02_why_heads": pair_02,
+    "03_split_and_concat": pair_03, "04_what_heads_capture": pair_04,
+    "05_attention_has_no_order": pair_05, "06_sinusoidal_encoding": pair_06,
+    "07_learned_positions": pair_07, "08_rope": pair_08,
+    "09_context_extension": pair_09, "10_length_generalization": pair_10,
+}
+CH11 = "11_summary"
+
+
+@pytest.mark.parametrize("stem", PAIRS)
+def test_chapter_11_prints_what_the_chapter_printed(stem):
+    theirs, ours = PAIRS[stem](printed(CH11), printed(stem))
+    assert theirs == ours, (
+        f"第 11 章 {ours} と {stem} {theirs} が違います: 両方を実行し直してください")
+
+
+def test_every_chapter_of_the_book_has_its_line():
+    chapters = {p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")} - {CH11}
+    assert chapters == set(PAIRS)
+
+
+def _change_first_digit_after(text: str, anchor: str) -> str:
+    """``text`` with the first digit after ``anchor`` changed (5 → 6, others → 5)."""
+    start = text.index(anchor) + len(anchor)
+    at = start + re.search(r"\d", text[start:]).start()
+    digit = "6" if text[at] == "5" else "5"
+    return text[:at] + digit + text[at + 1:]
+
+
+@pytest.mark.parametrize("stem, pattern, old, new", [
+    ("01_attention_review", r"^\s+16 .* 割らない$", "0.957", "0.958"),
+    ("02_why_heads", r"^1 ヘッド: 主語 .*$", "0.500", "0.501"),
+    ("03_split_and_concat", r"^\s+1\s+1024\s+.*$", "4,194,304", "4,194,305"),
+    ("04_what_heads_capture", r"^.*  Llama 2 70B$", "10 GiB", "12 GiB"),
+    ("05_attention_has_no_order", r"^シード 1: 位置なし .*$", "なし 0.09", "なし 0.10"),
+    ("06_sinusoidal_encoding", r"^差 0, 1, 2, 5, 20 .*$", "18.879", "18.880"),
+    ("07_learned_positions", r"^位置 16〜63 .*$", "0.09 0.08]", "0.09 0.07]"),
+    ("08_rope", r"^dots: .*$", "どの斜めの線も一定", "斜めの線が一定でない"),
+    ("09_context_extension", r"^s = 2: 見たことの.*$", "16 個", "15 個"),
+    ("10_length_generalization", r"^.*0\.48 \(.*   RoPE 外挿$", "0.48 (", "0.47 ("),
+    ("10_length_generalization", r"^5\s+0\.65 \(.*$", "0.65 (", "0.66 ("),
+    ("10_length_generalization", r"^.*   YaRN（論文のランプ）$", "0.27 (", "0.28 ("),
+])
+def test_a_changed_number_in_a_chapter_is_caught(stem, pattern, old, new):
+    own = printed(stem)
+    row = line(own, pattern)
+    assert old in row
+    theirs, ours = PAIRS[stem](printed(CH11), own.replace(row, row.replace(old, new)))
+    assert theirs != ours
+
+
+@pytest.mark.parametrize("chapter", range(1, 11))
+def test_a_changed_digit_in_chapter_11_is_caught(chapter):
+    ch11 = printed(CH11)
+    row = line(ch11, rf"^{chapter:02d}  .*$")
+    if chapter == 8:
+        changed = ch11.replace(row, row.replace("1e-9", "1e-6"))
+    else:
+        changed = ch11.replace(row, _change_first_digit_after(row, f"{chapter:02d}  "))
+    stem = list(PAIRS)[chapter - 1]
+    theirs, ours = PAIRS[stem](changed, printed(stem))
+    assert theirs != ours
+
+
+# --- the cheap headlines, recomputed here ---------------------------------------------------
+
+def test_cheap_headlines_match_chapter_11s_output():
+    ch11 = printed(CH11)
+    for h in (ch01_saturation(), ch03_costs(), ch04_kv_cache(), ch06_toeplitz(),
+              ch09_unseen_pairs()):
+        assert headline(ch11, h.chapter) == h.numbers
+        assert display_width("    " + h.meaning) <= BODY_COLUMNS  # as printed
+
+
+# --- the encodings table --------------------------------------------------------------------
+
+L = LENGTH_TRAIN_LEN
+TOKENS = np.random.default_rng(1).integers(32, size=(2, L))  # (2, L)
+
+
+def _fresh(kind, seed=0):
+    config = length_config(kind)
+    return config, init_params(config, np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("kind", TRAINED_KINDS)
+def test_first_layer_weights_at_positions_0_to_t_are_the_models(kind):
+    config, params = _fresh(kind)
+    ours = first_layer_weights(params, config, TOKENS, np.arange(L))  # (B, H, T, T)
+    np.testing.assert_allclose(ours, forward(params, TOKENS, config).attn[0], atol=1e-12)
+
+
+@pytest.mark.parametrize("method", LENGTH_METHODS)
+def test_shift_difference_is_zero_exactly_for_the_relative_schemes(method):
+    kind, scaling = LENGTH_METHODS[method]
+    config, params = _fresh(kind)
+    config = method_config(config, scaling, L, 4 * L)
+    moved = shift_difference(params, config, TOKENS, L)
+    if config.positional in ("sinusoidal", "learned"):
+        assert moved > 0.05
+    else:
+        assert moved < 1e-9
+
+
+def test_extra_parameters_are_the_rows_of_the_table():
+    config = length_config("学習（4L 行）")
+    assert extra_parameters(config) == config.max_len * config.d_model
+    for kind in ("位置なし", "正弦波", "RoPE", "ALiBi"):
+        assert extra_parameters(length_config(kind)) == 0
+
+
+def test_only_a_table_of_l_rows_cannot_run_past_l():
+    assert not runs_past(length_config("学習（4L 行）", table_factor=1), 2 * L)
+    assert runs_past(length_config("学習（4L 行）"), 4 * L)
+    assert runs_past(length_config("RoPE"), 4 * L)
+
+
+def test_first_layer_weights_rejects_positions_of_another_length():
+    config, params = _fresh("RoPE")
+    with pytest.raises(ValueError, match="positions"):
+        first_layer_weights(params, config, TOKENS, np.arange(L + 1))

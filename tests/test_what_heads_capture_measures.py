@@ -1,0 +1,136 @@
+"""Chapter 04's measurements of what heads do and cost: copying, Michel et al.'s importance,
+greedy pruning, and the costs of decoding with shared K/V heads."""
+
+import numpy as np
+import pytest
+
+from attnlab.costs import decode_attention_cost, kv_cache_bytes, llama_param_count, mha_cost
+from attnlab.experiments.what_heads_capture import (
+    CONFIG,
+    copying_score,
+    eval_batch,
+    greedy_pruning_curve,
+    head_importance,
+    head_scores,
+    mask_gradients,
+    trained_model,
+)
+from attnlab.model import ModelConfig, init_params
+from attnlab.tasks import Batch, RepeatedSequence
+from attnlab.training import ablation_losses, evaluate
+
+SMALL = ModelConfig(vocab_size=8, d_model=8, n_heads=2, n_layers=2, max_len=8,
+                    dtype="float64")
+SMALL_TASK = RepeatedSequence(vocab_size=8, min_period=2, max_period=4)
+
+
+def _w_o_block_scaled(params, config, layer, head, factor):
+    scaled = dict(params)
+    w_o = params[f"layers.{layer}.w_o"].copy()
+    Dh = config.d_head
+    w_o[head * Dh:(head + 1) * Dh] *= factor  # the rows head `head` writes through
+    scaled[f"layers.{layer}.w_o"] = w_o
+    return scaled
+
+
+def test_switching_a_head_off_is_zeroing_its_rows_of_w_o():
+    params = init_params(SMALL, np.random.default_rng(0))
+    batch = SMALL_TASK(np.random.default_rng(1), 4, 8)
+    for layer, head in [(0, 1), (1, 0)]:
+        off = evaluate(params, batch, SMALL, ablate=[(layer, head)])[0]
+        zeroed = evaluate(_w_o_block_scaled(params, SMALL, layer, head, 0.0), batch, SMALL)[0]
+        assert off == pytest.approx(zeroed, abs=1e-12)
+
+
+def test_mask_gradients_are_the_slope_of_the_loss_in_the_head_factor():
+    params = init_params(SMALL, np.random.default_rng(2))
+    batch = SMALL_TASK(np.random.default_rng(3), 4, 8)
+    slopes = mask_gradients(params, batch, SMALL)
+    assert slopes.shape == (2, 2)
+    eps = 1e-5
+    for layer, head in np.ndindex(2, 2):
+        up = evaluate(_w_o_block_scaled(params, SMALL, layer, head, 1 + eps), batch, SMALL)[0]
+        down = evaluate(_w_o_block_scaled(params, SMALL, layer, head, 1 - eps), batch, SMALL)[0]
+        assert slopes[layer, head] == pytest.approx((up - down) / (2 * eps), rel=1e-5, abs=1e-9)
+
+
+def test_head_importance_is_the_mean_absolute_slope_normalised_per_layer():
+    params = trained_model(0).params
+    batch = Batch(*(part[:6] for part in eval_batch()))
+    raw = head_importance(params, batch, normalize=False)
+    per_row = [np.abs(mask_gradients(params, Batch(*(p[b:b + 1] for p in batch))))
+               for b in range(6)]
+    np.testing.assert_allclose(raw, np.mean(per_row, axis=0), rtol=1e-6)
+    normalised = head_importance(params, batch)
+    np.testing.assert_allclose(np.linalg.norm(normalised, axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(normalised * np.linalg.norm(raw, axis=1, keepdims=True), raw,
+                               rtol=1e-6)
+
+
+def test_greedy_pruning_removes_the_cheapest_head_given_those_already_off():
+    params = trained_model(0).params
+    batch = Batch(*(part[:32] for part in eval_batch()))
+    curve = greedy_pruning_curve(params, batch)
+    every = [(layer, head) for layer in range(CONFIG.n_layers) for head in range(CONFIG.n_heads)]
+    assert sorted(curve.order) == every and len(curve.loss) == len(every) + 1
+    first = np.unravel_index(np.argmin(ablation_losses(params, batch, CONFIG)), (2, 4))
+    assert curve.order[0] == tuple(int(i) for i in first)  # step 1: the single-head ranking
+    second = {pair: evaluate(params, batch, CONFIG, ablate=[curve.order[0], pair])[0]
+              for pair in every if pair != curve.order[0]}
+    assert curve.order[1] == min(second, key=second.get)  # step 2: re-measured
+    assert curve.loss[1] == pytest.approx(evaluate(params, batch, CONFIG,
+                                                   ablate=curve.order[:1])[0])
+
+
+def test_the_trained_induction_heads_copy_what_they_read_and_need_layer_0():
+    params = trained_model(0).params
+    copying = copying_score(params)
+    assert copying.shape == (CONFIG.n_heads,) and np.all(copying > 0.85)
+    prev = [(0, h) for h in range(CONFIG.n_heads)
+            if head_scores(params).previous_early[0, h] >= 0.9]
+    silenced = head_scores(params, ablate=prev).induction[1]
+    assert np.all(silenced < 0.5)  # without the previous-token heads no prefix matching
+    with pytest.raises(ValueError, match="最後の層"):
+        copying_score(params, layer=0)
+
+
+def test_an_untrained_model_copies_about_by_chance():
+    params = init_params(CONFIG, np.random.default_rng(0))
+    assert np.all(copying_score(params) < 0.3)
+
+
+# --- costs -----------------------------------------------------------------------------------
+
+
+def test_llama_param_counts_match_the_published_models():
+    assert llama_param_count(32, 4096, 32, 32, 11008, 32000) == 6_738_415_616  # Llama 2 7B
+    assert llama_param_count(80, 8192, 64, 8, 28672, 32000) == 68_976_648_192  # Llama 2 70B
+
+
+@pytest.mark.parametrize("n_kv_heads", [16, 4, 1])
+def test_decoding_reads_less_with_fewer_kv_heads_but_scores_as_much(n_kv_heads):
+    mha = decode_attention_cost(6, 16, 16, 12, 100, batch_size=3)
+    shared = decode_attention_cost(6, 16, n_kv_heads, 12, 100, batch_size=3)
+    assert shared.flops == mha.flops
+    assert shared.kv_bytes * 16 == mha.kv_bytes * n_kv_heads
+    assert shared.kv_bytes == kv_cache_bytes(6, n_kv_heads, 12, 100, batch_size=3)
+    assert shared.flops / shared.kv_bytes == pytest.approx(2 * 16 / (n_kv_heads * 2))
+
+
+def test_decode_flops_are_one_query_row_of_the_prefill_count():
+    # the scores and weighted sum of T queries over T keys, per query: the last row
+    L, H, Dh, T = 3, 4, 8, 50
+    full = mha_cost(H * Dh, H, T).flops
+    per_query = (full["scores"] + full["weighted_sum"]) // T
+    assert decode_attention_cost(L, H, H, Dh, T).flops == L * per_query
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda: decode_attention_cost(2, 6, 4, 8, 10), "n_kv_heads"),
+    (lambda: decode_attention_cost(2, 4, 4, 8, 0), "seq_len=0"),
+    (lambda: llama_param_count(2, 10, 3, 3, 8, 8), "割り切れません"),
+    (lambda: llama_param_count(2, 8, 2, 2, 8, 0), "vocab_size=0"),
+])
+def test_bad_cost_input_gets_a_japanese_error_naming_the_value(call, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        call()

@@ -9,9 +9,9 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from attnlab.plotting import FIGURE_DPI, MIN_TEXT_PX, PNG_SCALE, figure_to_png, new_figure  # noqa: E402
-from scripts.book_fixes import separate_caption_numbers  # noqa: E402
-from scripts.browser_test import KNOWN_UNTIL_PASS_2, DesignFindings, figure_text_px  # noqa: E402
-from scripts.instructor_page import NBSP, grading_markdown, minutes  # noqa: E402
+from book_ext.book_fixes import separate_caption_numbers  # noqa: E402
+from book_ext.instructor_page import NBSP, grading_markdown, minutes  # noqa: E402
+from tests.e2e.browser_test import KNOWN_UNTIL_PASS_2, DesignFindings, figure_text_px  # noqa: E402
 
 
 def test_a_caption_number_is_followed_by_a_separator_not_a_space():

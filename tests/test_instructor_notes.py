@@ -1,7 +1,7 @@
 """The hand-written parts of the 講師向け page (book/instructor.md): learning objectives
 for every chapter and key points for every 考える exercise.
 
-The tables of the page are generated from the notebooks (scripts/instructor_page.py); these
+The tables of the page are generated from the notebooks (book_ext/instructor_page.py); these
 two sections are prose, so these tests keep them in step with the chapters: a chapter or a
 考える exercise without its entry fails with its name, and so does an entry for a label
 that no chapter has any more (an exercise renamed or rewritten as 実装).

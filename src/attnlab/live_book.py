@@ -23,7 +23,7 @@ figure again from :data:`attnlab.widgets.WIDGETS`, renders every state with the 
 
 The first live figure of a page also ends with :data:`attnlab.widgets.core.LIVE_NOTE`, the
 note on Binder and Colab, so that a page says it once; a post-transform
-(:func:`live_figure_captions_transform`, registered by ``scripts/book_fixes.py``) removes
+(:func:`live_figure_captions_transform`, registered by ``book_ext/book_fixes.py``) removes
 the same note from the captions of live figures that still end with it
 (:data:`attnlab.widgets.LIVE_HINT`).
 
@@ -394,7 +394,7 @@ def _live_figure_captions(doctree) -> None:
 def live_figure_captions_transform():
     """The Sphinx post-transform that applies :func:`strip_live_hint` to every page.
 
-    ``scripts/book_fixes.py`` registers it (``app.add_post_transform``).
+    ``book_ext/book_fixes.py`` registers it (``app.add_post_transform``).
 
     Not taught: machinery of the book's build.
     """

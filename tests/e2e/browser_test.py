@@ -634,7 +634,7 @@ LIVE_LOADED_JS = """([figure, number]) => {
 
 
 def check_live_on_a_slow_network(context, base: str, page: str) -> list[str]:
-    """The first live figure of ``page`` on a throttled connection (400 ms, 400 kbit/s).
+    """The first live figure of ``page`` once the connection turns slow (400 ms, 400 kbit/s).
 
     A reader who reaches for the controls gets the neighbouring states ahead of time, so the
     first move shows a picture that is already there; a jump to a state far away shows a
@@ -642,12 +642,13 @@ def check_live_on_a_slow_network(context, base: str, page: str) -> list[str]:
     """
     problems: list[str] = []
     tab = context.new_page()
+    tab.goto(f"{base}/{page}.html", wait_until="load")
+    # the reader's connection turns slow after the page is there: the moves are what we time
     cdp = context.new_cdp_session(tab)
     cdp.send("Network.enable")
     cdp.send("Network.emulateNetworkConditions", {
         "offline": False, "latency": 400, "downloadThroughput": 50_000,
         "uploadThroughput": 50_000})
-    tab.goto(f"{base}/{page}.html", wait_until="load")
     figure = tab.locator("div.attnlab-live").first
     figure.scroll_into_view_if_needed()
     tab.wait_for_function("f => { const img = [...f.querySelectorAll('img.attnlab-live-state')]"

@@ -52,7 +52,7 @@ def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     (cos_dots,) = ax_vec.plot([], [], "s", color=VERMILLION, label="cos（次元 2i+1）")
     ax_vec.axhline(0.0, color=GREY, linewidth=0.8)
     ax_vec.set(xlim=(-0.02, 1.0), ylim=(-1.15, 2.0), yticks=[-1, 0, 1],
-               xlabel="次元の番号 j / $d_\\mathrm{model}$（左ほど速い波）",
+               xlabel="次元の番号 / $d_\\mathrm{model}$（左ほど速い波）",
                title="位置 pos の符号化ベクトル")
     set_ylabel_horizontal(ax_vec, "PE(pos) の値")
     ax_vec.legend(loc="upper right")  # above the values (at most 1): headroom to 2

@@ -1,13 +1,18 @@
 // Live figures in the published book (attnlab.live_book): every state of a figure was
-// drawn when the book was built; the controls show the image of the state they select.
-// The project's own script, no library and nothing from a CDN.
+// drawn when the book was built, once for a light page and once for a dark one (two
+// blocks of pictures, which the classes attnlab-light and attnlab-dark choose between);
+// the controls show, in both blocks, the picture of the state they select. The project's
+// own script, no library and nothing from a CDN.
 (function () {
   "use strict";
 
   function setUp(figure) {
     var controls = Array.prototype.slice.call(
       figure.querySelectorAll(".attnlab-live-control"));
-    var images = figure.querySelectorAll("img.attnlab-live-state");
+    var blockElements = Array.prototype.slice.call(
+      figure.querySelectorAll(".attnlab-live-images"));
+    var blocks = blockElements.map(
+      function (block) { return block.querySelectorAll("img.attnlab-live-state"); });
     var counts = controls.map(function (c) { return Number(c.dataset.count); });
     var state = controls.map(function (c) { return Number(c.dataset.default); });
     // A polite live region: a screen reader hears the alt text of the picture now shown.
@@ -20,11 +25,34 @@
     function show() {
       var number = 0;
       for (var k = 0; k < counts.length; k++) number = number * counts[k] + state[k];
-      for (var i = 0; i < images.length; i++) {
-        images[i].classList.toggle("attnlab-live-hidden", i !== number);
-      }
+      blocks.forEach(function (images) {
+        for (var i = 0; i < images.length; i++) {
+          images[i].classList.toggle("attnlab-live-hidden", i !== number);
+        }
+      });
       figure.dataset.state = String(number);
-      if (ready && images[number]) status.textContent = images[number].alt;
+      var image = blocks.length && blocks[0][number];
+      if (ready && image) status.textContent = image.alt;
+      if (ready) preloadNeighbours(number);
+    }
+
+    // The pictures are loading="lazy" (a page does not fetch every state up front), so the
+    // states one step away on each control are fetched now, in the block the page shows:
+    // the next move shows a picture that is already there. Each keeps its width and height
+    // attributes, so a picture still on its way holds its box and the page does not jump.
+    function preloadNeighbours(number) {
+      var stride = 1, near = [number];
+      for (var k = counts.length - 1; k >= 0; k--) {
+        if (state[k] > 0) near.push(number - stride);
+        if (state[k] < counts[k] - 1) near.push(number + stride);
+        stride *= counts[k];
+      }
+      blocks.forEach(function (images, b) {
+        // the other colour's block stays unfetched (checkVisibility: Chromium 105, Firefox 106)
+        var element = blockElements[b];
+        if (element.checkVisibility && !element.checkVisibility()) return;
+        near.forEach(function (i) { if (images[i]) images[i].loading = "eager"; });
+      });
     }
 
     controls.forEach(function (control, k) {
@@ -76,6 +104,10 @@
     figure.classList.add("attnlab-live-ready");
     show();
     ready = true;
+    // a reader who reaches for the controls gets the neighbouring states before the first move
+    var reach = function () { preloadNeighbours(Number(figure.dataset.state)); };
+    figure.addEventListener("pointerenter", reach, { once: true });
+    figure.addEventListener("focusin", reach, { once: true });
   }
 
   function setUpAll() {

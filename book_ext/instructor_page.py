@@ -25,6 +25,11 @@ directive ``course-table``; ``book/instructor.md`` uses it four times::
 - ``citation``: how to cite the course and how to credit its prose and figures, from
   ``CITATION.cff`` (what GitHub's "Cite this repository" shows) and the licences.
 
+Layout (issue 36): a number and its unit are joined by no-break spaces (``約 12 分`` never
+breaks before 分); the grading table names a chapter by its number, once per chapter, so
+its rows stay one line high; ``_static/attnlab-typography.css`` sets the column widths
+(classes ``course-table-<part>``).
+
 Every notebook, ``_config.yml`` and ``CITATION.cff`` are recorded as dependencies of the
 page, so an incremental build regenerates it when one of them changes.
 
@@ -47,6 +52,12 @@ CHARS_PER_MINUTE = 400  # reading speed for Japanese technical prose (characters
 MINUTES_PER_CODE_CELL = 1  # run a cell and read what it prints or draws
 EXERCISES_HEADING = "## 練習問題"
 HIDDEN_TAGS = {"remove-cell"}  # cells the book does not show (e.g. the Colab install cell)
+NBSP = "\u00a0"  # a no-break space: a number stays on the line of its unit
+
+
+def minutes(value: int, about: bool = True) -> str:
+    """``約 12 分`` with no-break spaces: the number, its unit and 約 never part."""
+    return f"{'約' + NBSP if about else ''}{value}{NBSP}分"
 
 
 @dataclass(frozen=True)
@@ -112,10 +123,10 @@ def exercises_markdown(chs: list[Chapter]) -> str:
     for ch in chs:
         rows = [f"**{_doc(ch)}**", ""]
         for ex in ch.exercises:
-            minutes = f"約 {ex.minutes} 分" if ex.minutes is not None else "時間は未記入"
+            time = minutes(ex.minutes) if ex.minutes is not None else "時間は未記入"
             kind = ex.kind or "種類は未記入"
             link = f"{{ref}}`{ex.label} <{ex.label}>`"
-            rows.append(f"- {link}（{kind}・{minutes}）：{ex.first_sentence}")
+            rows.append(f"- {link}（{kind}・{time}）：{ex.first_sentence}")
         parts.append("\n".join(rows))
     return "\n\n".join(parts)
 
@@ -134,12 +145,12 @@ def time_markdown(chs: list[Chapter]) -> str:
         ex = ch.exercise_minutes
         total = ch.total_minutes
         rows.append(
-            f"| {_doc(ch)} | {ch.prose_chars} | {ch.code_cells} | 約 {ch.reading_minutes} 分 "
-            f"| {'未記入あり' if ex is None else f'約 {ex} 分'} "
-            f"| {'—' if total is None else f'約 {total} 分'} |")
+            f"| {_doc(ch)} | {ch.prose_chars} | {ch.code_cells} | {minutes(ch.reading_minutes)} "
+            f"| {'未記入あり' if ex is None else minutes(ex)} "
+            f"| {'—' if total is None else minutes(total)} |")
     known = [ch.total_minutes for ch in chs]
     if chs and None not in known:
-        rows.append(f"| **全章** | | | | | **約 {sum(known)} 分** |")
+        rows.append(f"| **全章** | | | | | **{minutes(sum(known))}** |")
     return rule + "\n\n" + "\n".join(rows)
 
 
@@ -219,9 +230,10 @@ def grading_markdown(root: Path = ROOT) -> str:
 
     rows = ["| 章 | 練習問題 | 自己チェック | 学生が書く関数 |", "| --- | --- | --- | --- |"]
     for ch in grading_chapters(root):
-        for task in ch.tasks:
-            rows.append(f"| {{doc}}`../notebooks/{ch.name}` | {task.label} | `{task.check}` "
-                        f"| `{task.function}` |")
+        for number, task in enumerate(ch.tasks):
+            chapter = (f"{{doc}}`{ch.name[:2]} <../notebooks/{ch.name}>`" if number == 0
+                       else "")  # the number, once: the title is in the tables above
+            rows.append(f"| {chapter} | {task.label} | `{task.check}` | `{task.function}` |")
     return "\n".join(rows)
 
 

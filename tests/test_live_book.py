@@ -1,15 +1,17 @@
 """Live figures in the published book (attnlab.live_book): the JSON, the controls, the states."""
 
+import io
 import json
 from html.parser import HTMLParser
 from types import SimpleNamespace
 
 import nbformat
 import pytest
+from PIL import Image
 
 from attnlab import live_book
 from attnlab.widgets import WIDGETS, control_values
-from attnlab.widgets.core import LIVE_MIME, OUTPUT_MARKER
+from attnlab.widgets.core import LIVE_HINT, LIVE_MIME, LIVE_NOTE, OUTPUT_MARKER
 from scripts.book import all_notebooks
 
 NAMES = sorted(WIDGETS)
@@ -107,38 +109,120 @@ def test_too_many_states_fail_with_the_figures_name(monkeypatch):
         live_book.figure_states(changed)
 
 
-def test_the_renderer_takes_only_its_mime_type_and_only_for_html():
+def test_the_renderer_takes_only_its_mime_types_and_only_for_html():
     renderer = live_book.LiveFigureRenderer
-    other = SimpleNamespace(mime_type="image/png", content="")
+    other = SimpleNamespace(mime_type="text/plain", content="")
+    plain_png = SimpleNamespace(mime_type="image/png", content="", output_metadata={})
     assert renderer.handle_mime(None, other, False) is None
+    assert renderer.handle_mime(None, plain_png, False) is None  # myst-nb's own image
     assert {b for b, mime, p in renderer.mime_priority_overrides} == set(live_book.HTML_BUILDERS)
     assert all(mime == LIVE_MIME and p < 50 for b, mime, p in renderer.mime_priority_overrides)
 
 
-def test_the_renderer_returns_one_image_per_state_and_controls():
-    written = {}
+class _Renderer:
+    """What the mime renderer uses of myst-nb's: the document and write_file."""
 
-    class Renderer:
-        document = {"source": "test"}
+    def __init__(self):
+        self.document = {"source": "test"}
+        self.written = {}
 
-        def write_file(self, path, content, overwrite=False, exists_ok=False):
-            written[path[0]] = content
-            return f"_images/{path[0]}"
+    def write_file(self, path, content, overwrite=False, exists_ok=False):
+        self.written[path[0]] = content
+        return f"_images/{path[0]}"
 
+
+def test_the_renderer_returns_a_light_and_a_dark_image_per_state_and_controls(
+        tmp_path, monkeypatch):
+    from attnlab.plotting import PNG_SCALE
+
+    monkeypatch.setattr(live_book, "CACHE", tmp_path / "cache")
+    renderer = _Renderer()
     description = WIDGETS[NAMES[0]]().describe()
     data = SimpleNamespace(mime_type=LIVE_MIME, content=description, cell_index=3,
                            output_index=0)
-    (container,) = live_book.LiveFigureRenderer.handle_mime(Renderer(), data, False)
-    raw, images = container.children
+    (container,) = live_book.LiveFigureRenderer.handle_mime(renderer, data, False)
+    raw, light, dark, note = container.children
+    assert note.astext() == LIVE_NOTE and live_book.NOTE_CLASS in note["classes"]
     assert "attnlab-live-3-0-c0" in raw.astext()
+    assert "attnlab-light" in light["classes"] and "attnlab-dark" in dark["classes"]
     states = list(WIDGETS[NAMES[0]]().states())
-    assert len(images.children) == len(states)
-    shown = [img for img in images.children if live_book.HIDDEN_CLASS not in img["classes"]]
-    assert len(shown) == 1 and all(img["alt"].startswith(description["title"])
-                                   for img in images.children)
-    assert "loading" not in shown[0]  # the default state loads with the page, the rest lazily
-    assert all(img["loading"] == "lazy" for img in images.children if img is not shown[0])
-    assert len(written) == len(states)  # every state a different picture
+    assert len(light.children) == len(dark.children) == len(states)
+    shown = [i for i, img in enumerate(light.children)
+             if live_book.HIDDEN_CLASS not in img["classes"]]
+    assert len(shown) == 1 and shown == [i for i, img in enumerate(dark.children)
+                                         if live_book.HIDDEN_CLASS not in img["classes"]]
+    for number, (day, night) in enumerate(zip(light.children, dark.children, strict=True)):
+        assert day["alt"] == night["alt"] and day["alt"].startswith(description["title"])
+        assert day["width"] == night["width"]
+        assert "no-scaled-link" in day["classes"]  # no link around it to the file
+        assert night["loading"] == "lazy"  # fetched on a dark page only
+        assert ("loading" in day) == (number not in shown)  # the default loads at once
+    default = light.children[shown[0]]
+    pixels = Image.open(io.BytesIO(renderer.written[default["uri"].split("/")[-1]])).size
+    assert default["width"] == f"{pixels[0] // PNG_SCALE}px"
+    assert len(renderer.written) == 2 * len(states)  # every state two different pictures
+    cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(cached) == 2 * len(states)
+
+    # the page's second live figure has no note; drawn again, it reads the cache
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").iterdir()}
+    data.cell_index = 5
+    (again,) = live_book.LiveFigureRenderer.handle_mime(renderer, data, False)
+    assert len(again.children) == 3  # controls and pictures, no note
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").iterdir()} == before
+
+
+def test_a_notebook_figure_with_its_dark_version_becomes_two_images():
+    import base64
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from attnlab.plotting import DARK_PNG_KEY, figure_pngs
+
+    fig = Figure()
+    fig.subplots().plot([0, 1])
+    light_b64, metadata = figure_pngs(fig)
+    renderer = _Renderer()
+    made = []
+
+    def render_image(data):  # myst-nb's: an image node with the cell's alt and the size
+        from docutils import nodes
+
+        made.append(data)
+        return [nodes.image(uri="_images/light.png", alt="説明", width="340", classes=[])]
+
+    renderer.render_image = render_image
+    data = SimpleNamespace(mime_type="image/png", content=light_b64,
+                           output_metadata={"image/png": metadata})
+    light, dark = live_book.LiveFigureRenderer.handle_mime(renderer, data, False)
+    assert made == [data]
+    assert "attnlab-light" in light["classes"] and "attnlab-dark" in dark["classes"]
+    assert live_book.FIGURE_CLASS in light["classes"] + dark["classes"]
+    assert (dark["alt"], dark["width"]) == ("説明", "340") and dark["loading"] == "lazy"
+    (written,) = renderer.written.values()
+    assert written == base64.b64decode(metadata[DARK_PNG_KEY])
+
+
+def test_live_figure_captions_lose_the_hint_the_page_says_once():
+    from docutils import nodes
+
+    assert live_book.strip_live_hint("図の説明。" + LIVE_HINT) == "図の説明。"
+    assert live_book.strip_live_hint("図の説明。") == "図の説明。"
+
+    def figure(live: bool) -> nodes.figure:
+        content = nodes.container(classes=[live_book.CONTAINER_CLASS] if live else [])
+        caption = nodes.caption("", "", nodes.strong("", "d_k"),
+                                nodes.Text("を変える。" + LIVE_HINT))
+        return nodes.figure("", content, caption)
+
+    document = nodes.section("", figure(True), figure(False))
+    live_book._live_figure_captions(document)
+    live, other = document.children
+    assert live[1].astext() == "d_kを変える。"
+    assert other[1].astext().endswith(LIVE_HINT)  # not a live figure: left alone
 
 
 def test_committed_notebooks_store_one_png_per_live_figure():
@@ -154,3 +238,14 @@ def test_committed_notebooks_store_one_png_per_live_figure():
                 pngs = [k for k in data if k.startswith("image/")]
                 assert pngs == ["image/png"], path.name
                 assert len(json.dumps(data[LIVE_MIME]).encode()) < 4096, path.name
+
+
+@pytest.mark.parametrize(("text", "html_text"), [
+    ("d_k", "<i>d</i><sub>k</sub>"),
+    ("√d_k で割る", "√<i>d</i><sub>k</sub> で割る"),
+    ("d_model と W_O", "<i>d</i><sub>model</sub> と <i>W</i><sub>O</sub>"),
+    ("キーの位置 n", "キーの位置 n"),
+    ("a<b", "a&lt;b"),
+])
+def test_control_labels_write_symbols_as_the_book_does(text, html_text):
+    assert live_book.symbols_html(text) == html_text

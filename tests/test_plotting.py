@@ -1,6 +1,10 @@
 """attnlab.plotting: Japanese text renders without missing glyphs; heatmaps label axes;
-figure helpers leave matplotlib's global defaults alone."""
+figure helpers leave matplotlib's global defaults alone; the book's figure style (sizes,
+PNGs that record their smallest font, the dark version, one colour per method)."""
 
+import base64
+import io
+import itertools
 import re
 import warnings
 
@@ -11,16 +15,43 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib import colors as mcolors  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from attnlab import causal_mask, softmax  # noqa: E402
 from attnlab.plotting import (  # noqa: E402
+    BLACK,
     BLUE,
+    BOOK_RC,
+    DARK_GREY,
+    DARK_INK,
+    DARK_PAGE,
+    DARK_PNG_KEY,
+    FIGURE_DPI,
+    FIGURE_HEIGHT,
+    FIGURE_WIDTH,
     GREY,
+    METHOD_COLOURS,
+    METHOD_STYLES,
+    MIN_FONT_SIZE,
+    MIN_TEXT_PX,
     OKABE_ITO,
+    PNG_DPI_KEY,
+    PNG_FONT_KEY,
+    PNG_SCALE,
     VERMILLION,
+    book_png,
+    contrast_ratio,
+    dark_colours,
+    dark_equivalent,
+    figure_pngs,
     figure_to_png,
+    method_style,
     new_figure,
     plot_attention,
+    set_colorbar_label,
+    set_ylabel_horizontal,
+    smallest_font_size,
     use_japanese_font,
 )
 
@@ -86,13 +117,20 @@ def test_new_figure_leaves_the_global_defaults_alone():
             assert plt.rcParams["figure.dpi"] == 72.0
             assert tuple(fig.get_size_inches()) == (5.0, 4.0) and fig.dpi == 100
     assert plt.get_fignums() == []  # not a pyplot figure
+    fig, ax = new_figure()
+    assert tuple(fig.get_size_inches()) == (FIGURE_WIDTH, FIGURE_HEIGHT)
+    assert ax.title.get_fontsize() == BOOK_RC["axes.titlesize"]
+    assert ax.xaxis.get_ticklabels()[0].get_fontsize() == BOOK_RC["xtick.labelsize"]
 
 
-def test_use_japanese_font_sets_the_defaults_for_pyplot():
+def test_use_japanese_font_sets_the_books_style_for_pyplot():
     with matplotlib.rc_context({"figure.figsize": (3.0, 2.0), "font.family": ["serif"]}):
         assert use_japanese_font() == "IPAexGothic"
-        assert plt.rcParams["figure.figsize"] == [6.4, 4.0]
-        assert plt.rcParams["figure.dpi"] == 100
+        assert plt.rcParams["figure.figsize"] == [FIGURE_WIDTH, FIGURE_HEIGHT]
+        assert plt.rcParams["figure.dpi"] == FIGURE_DPI
+        assert plt.rcParams["savefig.dpi"] == FIGURE_DPI * PNG_SCALE
+        for key, value in BOOK_RC.items():
+            assert plt.rcParams[key] == (list(value) if isinstance(value, tuple) else value), key
 
 
 def test_a_new_figure_draws_japanese_text_without_missing_glyphs_and_the_same_png():
@@ -111,3 +149,245 @@ def test_the_palette_is_okabe_ito_by_name():
     assert (BLUE, VERMILLION) == (OKABE_ITO["blue"], OKABE_ITO["vermillion"]) == (
         "#0072B2", "#D55E00")
     assert all(re.fullmatch(r"#[0-9A-F]{6}", colour) for colour in [*OKABE_ITO.values(), GREY])
+
+
+# --- the book's figure style ------------------------------------------------------------
+
+def test_the_style_fits_the_books_column_and_its_smallest_text_reads_at_11_px():
+    assert FIGURE_WIDTH * FIGURE_DPI <= 688  # the column at the browser test's window
+    assert MIN_FONT_SIZE * FIGURE_DPI / 72 >= MIN_TEXT_PX
+    sizes = [value for key, value in BOOK_RC.items()
+             if key.endswith("size") and key != "figure.figsize"]
+    assert sizes and min(sizes) >= MIN_FONT_SIZE
+
+
+def _png(data: bytes) -> Image.Image:
+    return Image.open(io.BytesIO(data))
+
+
+def test_a_png_records_its_smallest_font_and_its_resolution():
+    fig, ax = new_figure((3.0, 2.0))
+    ax.set_title("題")
+    ax.text(0.5, 0.5, "小さな注記", fontsize=8.5)
+    ax.text(0.5, 0.2, "  ", fontsize=4)  # empty: not text a reader sees
+    assert smallest_font_size(fig) == 8.5
+    once, twice = _png(figure_to_png(fig)), _png(figure_to_png(fig, scale=2))
+    assert once.text[PNG_FONT_KEY] == "8.5" and once.text[PNG_DPI_KEY] == "100"
+    assert twice.text[PNG_DPI_KEY] == "200" and twice.size == (600, 400)
+    assert once.size == (300, 200) and fig.dpi == 100  # the figure is left as it was
+
+
+def test_a_pyplot_figure_is_shown_at_half_its_pixels_with_its_dark_version():
+    use_japanese_font()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0], color=BLACK, label="線")
+    ax.set_xlabel("位置")
+    ax.legend()
+    data, metadata = figure_pngs(fig)
+    light = _png(base64.b64decode(data))
+    dark = _png(base64.b64decode(metadata[DARK_PNG_KEY]))
+    assert light.text[PNG_DPI_KEY] == str(FIGURE_DPI * PNG_SCALE)
+    assert float(light.text[PNG_FONT_KEY]) >= MIN_FONT_SIZE
+    assert (metadata["width"], metadata["height"]) == (light.width // 2, light.height // 2)
+    assert dark.size == light.size
+    assert np.asarray(light.convert("RGBA"))[0, 0, 3] == 255  # white paper
+    assert np.asarray(dark.convert("RGBA"))[0, 0, 3] == 0  # transparent paper
+    assert figure_pngs(plt.figure()) is None
+
+
+def test_in_jupyter_the_style_displays_figures_as_the_books_pngs():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        with matplotlib.rc_context({"backend": "module://matplotlib_inline.backend_inline"}):
+            use_japanese_font()
+            fig, ax = plt.subplots()
+            ax.plot([0, 1])
+            data, metadata = shell.display_formatter.format(fig)
+    finally:
+        InteractiveShell.clear_instance()
+        plt.switch_backend("agg")
+    assert DARK_PNG_KEY in metadata["image/png"]
+    assert _png(base64.b64decode(data["image/png"])).text[PNG_DPI_KEY] == "200"
+
+
+def test_the_dark_version_keeps_each_greys_contrast_with_the_page():
+    for grey in ["#ffffff", "#eeeeee", "0.9", "#999999", DARK_GREY, "#333333"]:
+        before = contrast_ratio(grey, "white")
+        after = contrast_ratio(dark_equivalent(grey), DARK_PAGE)
+        assert after == pytest.approx(before, rel=0.02), grey
+    assert mcolors.to_hex(dark_equivalent(BLACK)) == DARK_INK.lower()
+    assert contrast_ratio(DARK_INK, DARK_PAGE) >= 12
+    for colour in OKABE_ITO.values():  # the palette reads on both pages and is kept
+        if colour != BLACK:
+            assert dark_equivalent(colour) == mcolors.to_rgba(colour)
+
+
+def _heatmap_with_a_legend():
+    use_japanese_font()
+    fig, (ax_map, ax_line) = plt.subplots(1, 2)
+    plot_attention(np.array([[0.9, 0.1], [0.3, 0.7]]), ax=ax_map, colorbar=False)
+    ax_line.plot([0, 1], [0, 1], color=BLACK, label="黒い線")
+    ax_line.plot([0, 1], [1, 0], color=BLUE, label="青い線")
+    ax_line.fill_between([0, 1], 0, 0.2, color="0.9")
+    ax_line.legend()
+    return fig, ax_map, ax_line
+
+
+def test_the_dark_version_lightens_what_lies_on_the_paper_and_keeps_what_lies_on_a_map():
+    fig, ax_map, ax_line = _heatmap_with_a_legend()
+    before = figure_to_png(fig)
+    with dark_colours(fig):
+        assert fig.patch.get_facecolor()[3] == 0 and ax_line.patch.get_facecolor()[3] == 0
+        texts = [ax_line.xaxis.get_ticklabels()[0], ax_map.title, ax_map.yaxis.label,
+                 *ax_line.get_legend().get_texts()]
+        for text in texts:
+            assert contrast_ratio(text.get_color(), DARK_PAGE) >= 4.5, text.get_text()
+        black_line, blue_line = ax_line.lines
+        assert contrast_ratio(black_line.get_color(), DARK_PAGE) >= 4.5
+        assert mcolors.to_hex(blue_line.get_color()) == BLUE.lower()
+        legend_box = ax_line.get_legend().legendPatch.get_facecolor()
+        assert contrast_ratio(legend_box[:3], DARK_PAGE) < 1.1  # the page, not a white box
+        cells = {t.get_text(): mcolors.to_hex(t.get_color()) for t in ax_map.texts}
+        assert cells == {"0.90": "#000000", "0.10": "#ffffff", "0.30": "#ffffff",
+                         "0.70": "#000000"}  # chosen for their cells, kept
+    assert figure_to_png(fig) == before  # everything restored
+
+
+# --- one colour per method ---------------------------------------------------------------
+
+_MACHADO_2009 = {  # simulation of full colour-vision deficiencies (Machado et al. 2009)
+    "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                   [-0.003882, -0.048116, 1.051998]],
+    "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                     [-0.011820, 0.042940, 0.968881]],
+    "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+                   [0.004733, 0.691367, 0.303900]],
+}
+
+
+def _lab(linear_rgb: np.ndarray) -> np.ndarray:
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                    [0.0193, 0.1192, 0.9505]]) @ linear_rgb / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def _linear(colour) -> np.ndarray:
+    c = np.asarray(mcolors.to_rgb(colour))
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+@pytest.mark.parametrize("vision", ["normal", *_MACHADO_2009])
+def test_every_two_methods_differ_in_colour_for_colour_blind_readers(vision):
+    matrix = np.eye(3) if vision == "normal" else np.array(_MACHADO_2009[vision])
+    lab = {key: _lab(np.clip(matrix @ _linear(colour), 0, 1))
+           for key, colour in METHOD_COLOURS.items()}
+    for a, b in itertools.combinations(lab, 2):
+        assert np.linalg.norm(lab[a] - lab[b]) >= 15, (vision, a, b)
+
+
+def test_methods_differ_without_colour_too_and_use_the_palette():
+    styles = list(METHOD_STYLES.values())
+    assert len({(s.linestyle, s.marker) for s in styles}) == len(styles)
+    assert len({s.marker for s in styles}) == len(styles)
+    assert set(METHOD_COLOURS.values()) <= {*OKABE_ITO.values(), DARK_GREY}
+    assert len(set(METHOD_COLOURS.values())) == len(METHOD_COLOURS)
+    assert DARK_GREY != GREY and contrast_ratio(DARK_GREY, GREY) > 1.5
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("rope", "rope"), ("外挿", "rope"), ("RoPE 外挿", "rope"), ("正弦波", "sinusoidal"),
+    ("学習可能な位置", "learned"), ("学習可能", "learned"), ("none", "nope"),
+    ("位置なし", "nope"), ("RoPE+YaRN", "yarn"), ("ALiBi", "alibi"), ("PI", "pi"),
+])
+def test_method_style_takes_short_and_book_names(name, key):
+    assert method_style(name) is METHOD_STYLES[key]
+    assert method_style(name).plot_kwargs()["color"] == METHOD_COLOURS[key]
+
+
+def test_an_unknown_method_is_named_in_japanese():
+    with pytest.raises(ValueError, match="method='Rope' は色の表にありません"):
+        method_style("Rope")
+
+
+# --- horizontal labels --------------------------------------------------------------------
+
+def _extent(artist):
+    return artist.get_window_extent(artist.figure.canvas.get_renderer())
+
+
+def test_a_y_label_above_the_axis_is_horizontal_and_under_the_title():
+    use_japanese_font()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("題名はここ")
+    label = set_ylabel_horizontal(ax, "アテンションの重み")
+    fig.canvas.draw()
+    box, title, axes = _extent(label), _extent(ax.title), ax.get_window_extent()
+    assert label.get_rotation() == 0
+    assert box.width > box.height  # written along the line, not turned
+    assert box.y0 >= axes.y1 and title.y0 >= box.y1  # above the axes, below the title
+    assert box.x0 == pytest.approx(axes.x0, abs=1)  # starting at the axis
+
+
+def test_a_y_label_left_of_a_map_is_horizontal_and_left_of_the_tick_labels():
+    use_japanese_font()
+    fig, ax = plt.subplots(layout="constrained")
+    ax.imshow(np.eye(3))
+    set_ylabel_horizontal(ax, "クエリ\n（参照する側）", where="left")
+    fig.canvas.draw()
+    box = _extent(ax.yaxis.label)
+    ticks = max(_extent(t).x1 for t in ax.get_yticklabels())
+    assert ax.yaxis.label.get_rotation() == 0 and box.x1 <= min(
+        _extent(t).x0 for t in ax.get_yticklabels()) < ticks
+    with pytest.raises(ValueError, match="where='top'"):
+        set_ylabel_horizontal(ax, "x", where="top")
+
+
+def test_a_colour_bars_label_is_horizontal_above_the_bar():
+    use_japanese_font()
+    fig, ax = plt.subplots()
+    bar = fig.colorbar(ax.imshow(np.eye(2)), ax=ax)
+    label = set_colorbar_label(bar, "重み")
+    fig.canvas.draw()
+    assert bar.ax.get_ylabel() == "" and label.get_rotation() == 0
+    assert _extent(label).y0 >= bar.ax.get_window_extent().y1
+
+
+def test_plot_attention_writes_its_labels_horizontally():
+    use_japanese_font()
+    ax = plot_attention(np.eye(2))
+    colour_bar = ax.figure.axes[1]
+    assert ax.yaxis.label.get_rotation() == 0 and "クエリ" in ax.get_ylabel()
+    assert colour_bar.get_title() == "重み" and colour_bar.get_ylabel() == ""
+    fig = ax.figure
+    assert smallest_font_size(fig) >= MIN_FONT_SIZE
+    assert float(_png(book_png(fig)).text[PNG_FONT_KEY]) >= MIN_FONT_SIZE
+
+
+def test_the_dark_version_changes_markers_and_edges_that_follow_a_colour_once():
+    fig, ax = new_figure()
+    (line,) = ax.plot([0, 1], [0, 1], color=BLACK, marker=".")  # markers of colour "auto"
+    dots = ax.scatter([0, 1], [1, 0], color=BLACK, edgecolors="face")
+    before = figure_to_png(fig)
+    with dark_colours(fig):
+        for colour in (line.get_color(), line.get_markeredgecolor(),
+                       line.get_markerfacecolor(), *dots.get_facecolor(),
+                       *dots.get_edgecolor()):
+            assert mcolors.to_hex(colour) == DARK_INK.lower()
+    assert figure_to_png(fig) == before
+
+
+def test_a_figure_without_a_colour_map_is_stored_with_a_palette_and_a_map_is_not():
+    use_japanese_font()
+    fig, ax = plt.subplots()
+    (line,) = ax.plot([0, 1], [1, 0])
+    assert mcolors.to_hex(line.get_color()) == BLUE.lower()  # the palette's first colour
+    lines = _png(book_png(fig))
+    assert lines.mode == "P" and lines.text[PNG_FONT_KEY]
+    fig, ax = plt.subplots()
+    ax.imshow(np.random.default_rng(0).random((8, 8)))
+    assert _png(book_png(fig)).mode == "RGBA"  # a palette would band the colour map
+    assert book_png(fig) == book_png(fig)

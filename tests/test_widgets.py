@@ -20,11 +20,19 @@ matplotlib.use("Agg")
 import ipywidgets as widgets  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from attnlab.plotting import figure_to_png, new_figure  # noqa: E402
+from attnlab.plotting import (  # noqa: E402
+    FIGURE_WIDTH,
+    MIN_FONT_SIZE,
+    figure_to_png,
+    new_figure,
+    smallest_font_size,
+)
 from attnlab.widgets import (  # noqa: E402
     LIVE_HINT,
+    LIVE_NOTE,
     OUTPUT_MARKER,
     WIDGETS,
     control_values,
@@ -147,6 +155,25 @@ def test_register_widget_only_marks_the_factory():
 
 def test_live_hint_names_binder_and_colab():
     assert "Binder" in LIVE_HINT and "Colab" in LIVE_HINT
+    assert "Binder" in LIVE_NOTE and "Colab" in LIVE_NOTE
+
+
+JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+
+
+def test_every_live_figure_fits_the_books_column_with_readable_horizontal_text(figure):
+    fig = render(figure.plot, **figure.default_state)
+    assert fig.get_size_inches()[0] <= FIGURE_WIDTH, "本の列の幅に収める"
+    assert smallest_font_size(fig) >= MIN_FONT_SIZE
+    turned = [t.get_text() for t in fig.findobj(Text)
+              if t.get_visible() and JAPANESE.search(t.get_text()) and t.get_rotation() != 0]
+    assert turned == [], "日本語のラベルは横書きに（attnlab.plotting.set_ylabel_horizontal）"
+
+
+def test_a_live_figure_looks_the_same_whatever_the_process_set(figure):
+    with matplotlib.rc_context({"font.size": 20, "axes.titlesize": 30, "legend.fontsize": 5}):
+        odd = figure_to_png(render(figure.plot, **figure.default_state))
+    assert odd == figure_to_png(render(figure.plot, **figure.default_state))
 
 
 def _plot_that_fails_for_negative():

@@ -9,29 +9,49 @@ figure again from :data:`attnlab.widgets.WIDGETS`, renders every state with the 
 
 - one raw HTML block of controls of the same kind, label and order as the live ones
   (a range slider, toggle buttons, a select, a checkbox), each with an accessible name;
-- one Sphinx image node per state (so Sphinx copies the files), all hidden but the
-  default state's, and those with ``loading="lazy"``: a reader's browser fetches a state's
-  picture only when the controls show it. Each has an alt text: the default state's is
-  the cell's ``mystnb.image.alt`` (the figure's finding, as the chapter states it), every
-  other state's names the figure and the state (``softmax の鋭さ（d_k 4、…）``).
+- two blocks of Sphinx image nodes (so Sphinx copies the files), one Sphinx image per
+  state in each, all hidden but the default state's: the figure as drawn for a light
+  page, and its dark version (:func:`attnlab.plotting.dark_colours`); the classes
+  ``attnlab-light`` and ``attnlab-dark`` show one block (``_static/attnlab-typography.css``;
+  not the theme's ``only-light`` / ``only-dark``, which also hide a following caption).
+  Both are drawn at :data:`attnlab.plotting.PNG_SCALE` times the figure's resolution and
+  shown at the figure's size. All but the default state's light picture have
+  ``loading="lazy"``: a reader's browser fetches a state's picture only when the controls
+  show it. Each has an alt text: the default state's is the cell's ``mystnb.image.alt``
+  (the figure's finding, as the chapter states it), every other state's names the figure
+  and the state (``softmax の鋭さ（d_k 4、…）``).
+
+The first live figure of a page also ends with :data:`attnlab.widgets.core.LIVE_NOTE`, the
+note on Binder and Colab, so that a page says it once; a post-transform
+(:func:`live_figure_captions_transform`, registered by ``book_ext/book_fixes.py``) removes
+the same note from the captions of live figures that still end with it
+(:data:`attnlab.widgets.LIVE_HINT`).
+
+The same renderer shows a notebook's pyplot figure that carries its dark version (output
+metadata :data:`attnlab.plotting.DARK_PNG_KEY`, written by the book's figure style) as
+two images, one per page colour.
 
 ``_static/attnlab-live.js`` (the project's own, no CDN) switches the images when a control
 moves and tells a screen reader the new state's alt text (a polite live region). Other
 builders, Colab and a notebook opened without running show the PNG; in a kernel the widget
 stays live. A figure with more than :data:`MAX_STATES` states fails the
-build with a message naming it.
+build with a message naming it. Drawn states are kept in :data:`CACHE` (keyed by the
+source of ``attnlab`` and matplotlib's version), so a second build draws nothing again.
 
 Not taught: machinery of the book's build (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import html
 import json
+import re
+from pathlib import Path
 from typing import Any
 
-from attnlab.widgets.core import LIVE_MIME
+from attnlab.widgets.core import LIVE_HINT, LIVE_MIME, LIVE_NOTE
 
 #: The most states a live figure may have (all are drawn into the page).
 MAX_STATES = 200
@@ -40,6 +60,18 @@ MAX_STATES = 200
 CONTAINER_CLASS = "attnlab-live"
 STATE_CLASS = "attnlab-live-state"
 HIDDEN_CLASS = "attnlab-live-hidden"
+NOTE_CLASS = "attnlab-live-note"
+#: Every figure image the book's style drew (the stylesheet keeps the theme's dark-mode
+#: panel and filter off them; ``dark-light`` tells the theme the same; ``no-scaled-link``
+#: keeps Sphinx from wrapping a sized image in a link to its file), and the classes that
+#: show a picture on a light or a dark page only (``_static/attnlab-typography.css``).
+FIGURE_CLASS = "attnlab-figure"
+THEME_READY_CLASS = "dark-light"
+NO_LINK_CLASS = "no-scaled-link"
+LIGHT_CLASS, DARK_CLASS = "attnlab-light", "attnlab-dark"
+
+#: Where drawn states are kept between builds (``make clean`` removes it).
+CACHE = Path("_build") / ".attnlab-live-cache"
 
 HTML_BUILDERS = ("html", "dirhtml", "singlehtml")
 
@@ -102,8 +134,30 @@ def _indices(description: dict[str, Any], number: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+#: A symbol with a subscript in a control's label or value: d_k, d_model, W_O, √d_k.
+SUBSCRIPT = re.compile(r"\b([A-Za-z])_(\{[^}]+\}|[A-Za-z0-9]+)")
+
+
+def symbols_html(text: str) -> str:
+    """``text`` escaped for HTML, its symbols with subscripts written as the book writes
+    them: ``d_k`` becomes an italic *d* with a subscript k (``<i>d</i><sub>k</sub>``).
+
+    Not taught: machinery of the book's build.
+    """
+    out, end = [], 0
+    for match in SUBSCRIPT.finditer(text):
+        out.append(html.escape(text[end:match.start()]))
+        letter, sub = match.group(1), match.group(2).strip("{}")
+        out.append(f"<i>{html.escape(letter)}</i><sub>{html.escape(sub)}</sub>")
+        end = match.end()
+    out.append(html.escape(text[end:]))
+    return "".join(out)
+
+
 def controls_html(description: dict[str, Any], prefix: str) -> str:
     """The HTML controls of a figure (same kind, label and order as the live ones).
+
+    Labels and values show their symbols as the book writes them (:func:`symbols_html`).
 
     Not taught: machinery of the book's build.
     """
@@ -113,7 +167,8 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
              f'data-figure="{esc(description["figure"])}">']
     for number, control in enumerate(description["controls"]):
         cid = f"{prefix}-c{number}"
-        label, labels, default = esc(control["label"]), control["labels"], control["default"]
+        label = symbols_html(control["label"])
+        labels, default = control["labels"], control["default"]
         data = (f'data-name="{esc(control["name"])}" data-count="{len(labels)}" '
                 f'data-default="{default}"')
         kind = control["kind"]
@@ -125,11 +180,13 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
                 f'<input type="range" id="{cid}" min="0" max="{len(labels) - 1}" step="1" '
                 f'value="{default}" aria-valuetext="{esc(labels[default])}" '
                 f'data-labels="{values}">'
-                f'<output for="{cid}" aria-hidden="true">{esc(labels[default])}</output></div>')
+                f'<output for="{cid}" aria-hidden="true">{symbols_html(labels[default])}'
+                '</output></div>')
         elif kind == "toggle":
             buttons = "".join(
                 f'<button type="button" data-index="{i}" '
-                f'aria-pressed="{"true" if i == default else "false"}">{esc(text)}</button>'
+                f'aria-pressed="{"true" if i == default else "false"}">{symbols_html(text)}'
+                '</button>'
                 for i, text in enumerate(labels))
             parts.append(
                 f'<div class="attnlab-live-control" data-kind="toggle" {data}>'
@@ -152,44 +209,132 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
     return "".join(parts)
 
 
-def live_figure_nodes(renderer, description: dict[str, Any], prefix: str,
-                      default_alt: str = "") -> list:
-    """The docutils nodes of a live figure: its controls and one image node per state.
+def _source_key() -> str:
+    """A digest of everything a live figure's picture depends on: attnlab's code (but this
+    module, which only places the pictures), matplotlib's version."""
+    import matplotlib
 
-    ``default_alt`` (the cell's ``mystnb.image.alt``) is the default state's alt text;
-    without it, and for every other state, the alt names the figure and the state.
+    import attnlab
+
+    digest = hashlib.sha256(matplotlib.__version__.encode())
+    for path in sorted(Path(attnlab.__file__).parent.rglob("*.py")):
+        if path.resolve() != Path(__file__).resolve():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def state_pngs(figure, state: dict[str, Any], key: str | None = None) -> tuple[bytes, bytes]:
+    """The light and dark PNG of one state (the pure render at the book's scale).
+
+    With ``key`` (the figure's name, the state's number and :func:`_source_key`), the
+    pictures are read from :data:`CACHE` when a build drew them before, and kept there.
+
+    Not taught: machinery of the book's build.
+    """
+    from attnlab.plotting import PNG_SCALE, figure_to_png
+    from attnlab.widgets.core import render
+
+    paths = None
+    if key is not None:
+        paths = [CACHE / f"{key}-{variant}.png" for variant in ("light", "dark")]
+        if all(path.exists() for path in paths):
+            return paths[0].read_bytes(), paths[1].read_bytes()
+    fig = render(figure.plot, **state)
+    light = figure_to_png(fig, scale=PNG_SCALE)
+    dark = figure_to_png(fig, scale=PNG_SCALE, dark=True)
+    if paths is not None:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        for path, png in zip(paths, (light, dark), strict=True):
+            path.write_bytes(png)
+    return light, dark
+
+
+def _image(renderer, png: bytes, alt: str, classes: list[str], lazy: bool):
+    """An image node for ``png`` (written once, by its digest), shown at the figure's size."""
+    import io
+
+    from docutils import nodes
+    from PIL import Image
+
+    from attnlab.plotting import PNG_SCALE
+
+    filename = f"{hashlib.sha256(png).hexdigest()}.png"
+    uri = renderer.write_file([filename], png, overwrite=False, exists_ok=True)
+    width, height = Image.open(io.BytesIO(png)).size
+    image = nodes.image(uri=uri, alt=alt, width=f"{width // PNG_SCALE}px",
+                        height=f"{height // PNG_SCALE}px")
+    image["classes"] += classes
+    if lazy:  # fetched only when shown: the page loads one picture
+        image["loading"] = "lazy"
+    return image
+
+
+def live_figure_nodes(renderer, description: dict[str, Any], prefix: str,
+                      default_alt: str = "", note: bool = False) -> list:
+    """The docutils nodes of a live figure: its controls and its pictures, light and dark.
+
+    The container holds the controls, then one block of images for a light page (one per
+    state, all hidden but the default state's) and one for a dark page, in the same order;
+    the classes :data:`LIGHT_CLASS` and :data:`DARK_CLASS` show one block. ``default_alt``
+    (the cell's ``mystnb.image.alt``) is the default state's alt text; without it, and for
+    every other state, the alt names the figure and the state. With ``note``, the figure
+    ends with :data:`LIVE_NOTE` (the first live figure of a page).
 
     Not taught: machinery of the book's build.
     """
     from docutils import nodes
 
-    from attnlab.plotting import figure_to_png
-    from attnlab.widgets.core import render
-
     figure, states = figure_states(description)
+    source = _source_key()
     default = tuple(control["default"] for control in description["controls"])
     container = nodes.container(classes=[CONTAINER_CLASS])
     container.append(nodes.raw("", controls_html(description, prefix), format="html"))
-    images = nodes.container(classes=["attnlab-live-images"])
+    blocks = {LIGHT_CLASS: nodes.container(classes=["attnlab-live-images", LIGHT_CLASS]),
+              DARK_CLASS: nodes.container(classes=["attnlab-live-images", DARK_CLASS])}
     for number, state in enumerate(states):
-        png = figure_to_png(render(figure.plot, **state))
-        filename = f"{hashlib.sha256(png).hexdigest()}.png"
-        uri = renderer.write_file([filename], png, overwrite=False, exists_ok=True)
+        pngs = state_pngs(figure, state, f"{description['figure']}-{number}-{source}")
         indices = _indices(description, number)
         alt = f"{description['title']}（{state_label(description, indices)}）"
-        if indices == default and default_alt:
+        shown = indices == default
+        if shown and default_alt:
             alt = default_alt
-        image = nodes.image(uri=uri, alt=alt)
-        image["classes"] += [STATE_CLASS] + ([] if indices == default else [HIDDEN_CLASS])
-        if indices != default:  # fetched only when shown: the page loads one picture
-            image["loading"] = "lazy"
-        images.append(image)
-    container.append(images)
+        for (theme, block), png in zip(blocks.items(), pngs, strict=True):
+            classes = [STATE_CLASS, FIGURE_CLASS, THEME_READY_CLASS, NO_LINK_CLASS] + (
+                [] if shown else [HIDDEN_CLASS])
+            # fetched only when shown: the page loads one picture
+            block += _image(renderer, png, alt, classes, lazy=not shown or theme == DARK_CLASS)
+    container.extend(blocks.values())
+    if note:
+        container.append(nodes.paragraph("", LIVE_NOTE, classes=[NOTE_CLASS]))
     return [container]
 
 
+def themed_image_nodes(renderer, data) -> list:
+    """A notebook figure with its dark version: two images, one per page colour.
+
+    The light one is myst-nb's own image node (alt text, size from the output metadata);
+    the dark one has the same alt and size.
+
+    Not taught: machinery of the book's build.
+    """
+    from attnlab.plotting import DARK_PNG_KEY
+
+    (light,) = renderer.render_image(data)
+    dark_png = base64.b64decode(data.output_metadata["image/png"][DARK_PNG_KEY])
+    filename = f"{hashlib.sha256(dark_png).hexdigest()}.png"
+    uri = renderer.write_file([filename], dark_png, overwrite=False, exists_ok=True)
+    dark = light.deepcopy()
+    dark["uri"] = uri
+    shared = [FIGURE_CLASS, THEME_READY_CLASS, NO_LINK_CLASS]
+    dark["classes"] = [*light["classes"], *shared, DARK_CLASS]
+    dark["loading"] = "lazy"  # fetched only on a dark page
+    light["classes"] += [*shared, LIGHT_CLASS]
+    return [light, dark]
+
+
 class LiveFigureRenderer:
-    """myst-nb mime renderer for :data:`LIVE_MIME`, first for the HTML builders only.
+    """myst-nb mime renderer for :data:`LIVE_MIME` (first for the HTML builders only), and
+    for the PNG of a notebook figure that carries its dark version.
 
     Not taught: machinery of the book's build.
     """
@@ -198,16 +343,67 @@ class LiveFigureRenderer:
 
     @staticmethod
     def handle_mime(renderer, data, inline):
-        if data.mime_type != LIVE_MIME or inline:
+        from attnlab.plotting import DARK_PNG_KEY
+
+        if inline:
+            return None
+        if data.mime_type == "image/png":
+            metadata = (getattr(data, "output_metadata", None) or {}).get("image/png", {})
+            return themed_image_nodes(renderer, data) if DARK_PNG_KEY in metadata else None
+        if data.mime_type != LIVE_MIME:
             return None
         content = data.content
         description = json.loads(content) if isinstance(content, str | bytes) else content
         prefix = f"attnlab-live-{data.cell_index}-{data.output_index}"
         metadata = getattr(data, "cell_metadata", None) or {}
         alt = str(metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()
+        # the page being read (myst-nb's element renderer holds the document's renderer)
+        document = getattr(renderer, "renderer", renderer).document
+        first = not document.get("attnlab_live_note")
+        document["attnlab_live_note"] = True
         try:
-            return live_figure_nodes(renderer, dict(description), prefix, alt)
+            return live_figure_nodes(renderer, dict(description), prefix, alt, note=first)
         except LiveFigureError as err:
             from sphinx.errors import ExtensionError
 
-            raise ExtensionError(f"{renderer.document['source']}: {err}") from None
+            raise ExtensionError(f"{document['source']}: {err}") from None
+
+
+def strip_live_hint(caption: str) -> str:
+    """A live figure's caption without the trailing :data:`LIVE_HINT` the book says once.
+
+    Not taught: machinery of the book's build.
+    """
+    return caption[: -len(LIVE_HINT)].rstrip() if caption.rstrip().endswith(LIVE_HINT) else caption
+
+
+def _live_figure_captions(doctree) -> None:
+    """Drop :data:`LIVE_HINT` from the captions of live figures (the page says it once)."""
+    from docutils import nodes
+
+    for figure in doctree.findall(nodes.figure):
+        if not any(CONTAINER_CLASS in c["classes"] for c in figure.findall(nodes.container)):
+            continue
+        for caption in figure.findall(nodes.caption):
+            texts = list(caption.findall(nodes.Text))
+            if texts and texts[-1].rstrip().endswith(LIVE_HINT):
+                last = texts[-1]
+                last.parent.replace(last, nodes.Text(strip_live_hint(str(last))))
+
+
+def live_figure_captions_transform():
+    """The Sphinx post-transform that applies :func:`strip_live_hint` to every page.
+
+    ``book_ext/book_fixes.py`` registers it (``app.add_post_transform``).
+
+    Not taught: machinery of the book's build.
+    """
+    from sphinx.transforms.post_transforms import SphinxPostTransform
+
+    class LiveFigureCaptions(SphinxPostTransform):
+        default_priority = 900  # after myst-nb chose each output's mime type
+
+        def run(self, **kwargs) -> None:
+            _live_figure_captions(self.document)
+
+    return LiveFigureCaptions

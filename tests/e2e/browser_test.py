@@ -12,7 +12,16 @@ or ``$CHROMIUM``). Per page:
 - math rendered: each ``.math`` node holds MathJax output, no MathJax error, and no raw
   ``$$``, ``\\(`` or ``\\[`` left in the page's text outside code;
 - as many ``div.tag_widget`` as the notebook has cells tagged ``widget``, each with a
-  loaded ``<img>`` and a caption that names Binder and Colab in its output (``.cell_output``);
+  loaded ``<img>``; a page with live figures says once (``p.attnlab-live-note``, above the
+  first) that they run in Binder and Colab, and no caption repeats it;
+- figure text a reader can read: for every figure image shown (``.cell_output img``), the
+  smallest font the PNG records (``attnlab.plotting.PNG_FONT_KEY``, in points, drawn at
+  the dpi it records) times the scale the page shows the image at is at least
+  ``attnlab.plotting.MIN_TEXT_PX`` CSS pixels; a figure without the record was not drawn
+  in the book's style;
+- math: no literal backslash in rendered math (``\\text{one\\_hot}`` shows one), no display
+  equation wider than its column (it would be cut off or scroll);
+- tables: no cell wraps a number away from its unit (``約 12`` / ``分``);
 - no code cell or text output scrolls sideways: every ``<pre>`` of a cell (``div.cell``),
   the folded solutions unfolded, has ``scrollWidth <= clientWidth``; each offending line
   is named (its first 60 characters). ``tests/test_book_width.py`` is the static
@@ -22,6 +31,8 @@ or ``$CHROMIUM``). Per page:
 - every control of every live figure (``div.attnlab-live``, see ``attnlab.live_book``) moved
   through all its values (sliders with the keyboard): one image shows, it changes with the
   state, and its file is the pure render of that state;
+- dark mode: every figure drawn in the book's style shows its dark version, with no panel,
+  padding or colour filter;
 - axe-core (``tests/browser/node_modules/axe-core``, injected from disk) finds no violation
   of impact "serious" or "critical" (contrast, names of controls, alt text, language…),
   once in light mode and once in dark mode (a second browser context whose localStorage
@@ -29,7 +40,14 @@ or ``$CHROMIUM``). Per page:
   printed with its rule, page and node; :data:`AXE_EXCEPTIONS` lists the few left on
   purpose, each with its reason. Counts per page and impact are printed and written to
   ``screenshots/axe.json``;
-- a full-page screenshot in ``screenshots/`` (dark mode: ``…__dark.png``).
+- a full-page screenshot in ``screenshots/`` (dark mode: ``…__dark.png``), taken from the
+  top of the page with nothing focused (a focused skip link and the sticky header would be
+  painted over the page).
+
+What today's notebooks still fail of the design checks (issue 36) is listed, by chapter
+and figure, in :data:`KNOWN_UNTIL_PASS_2`: those are reported, not failed, until the
+chapters are re-executed and edited; an entry that no longer fails is itself a problem
+(remove it).
 
 Then a Japanese search on ``search.html`` must list chapter 01 for each term of
 ``SEARCH_TERMS``.
@@ -54,8 +72,11 @@ from urllib.parse import quote, urlparse
 
 import matplotlib_fontja
 import nbformat
+from PIL import Image
 from playwright.sync_api import sync_playwright
 
+from attnlab.plotting import MIN_TEXT_PX, PNG_DPI_KEY, PNG_FONT_KEY
+from attnlab.widgets.core import LIVE_NOTE
 from scripts.book import ROOT, toc_pages
 from scripts.make_student import CODE_LICENCE_URL, CONTENT_LICENCE_URL
 
@@ -104,13 +125,18 @@ MATH_JS = r"""async () => {
           errors: document.querySelectorAll("mjx-merror, [data-mjx-error]").length};
 }"""
 
-# The output area of each widget cell (its code may be shown above it): the snapshot and caption.
-WIDGETS_JS = """() => [...document.querySelectorAll("div.tag_widget")].map(div => {
-  const outputs = [...div.querySelectorAll(".cell_output")];
-  return {
-    images: outputs.flatMap(o => [...o.querySelectorAll("img")]).map(img => img.naturalWidth),
-    text: outputs.map(o => o.innerText).join("\\n"),
-  };
+# The output area of each widget cell (its code may be shown above it): the pictures and
+# the caption; and the notes on Binder and Colab of the page.
+WIDGETS_JS = """() => ({
+  widgets: [...document.querySelectorAll("div.tag_widget")].map(div => {
+    const outputs = [...div.querySelectorAll(".cell_output")];
+    return {
+      images: outputs.flatMap(o => [...o.querySelectorAll("img")]).map(img => img.naturalWidth),
+      caption: outputs.map(o => [...o.querySelectorAll("figcaption")]
+                                 .map(c => c.innerText).join(" ")).join(" "),
+    };
+  }),
+  notes: [...document.querySelectorAll("p.attnlab-live-note")].map(p => p.innerText),
 })"""
 
 
@@ -135,6 +161,187 @@ OVERFLOW_JS = """() => {
   folded.forEach(e => e.classList.add("toggle-hidden"));
   return {count: pres.length, wide};
 }"""
+
+# Every figure image shown in a cell's output: its file, its size in pixels and on the page
+# (inside padding and border), its figure's id, whether the book's style drew it, and how
+# the page paints it (a dark-mode panel, padding or filter).
+FIGURE_TEXT_JS = """() => [...document.querySelectorAll(".cell_output img")]
+  .filter(img => img.checkVisibility()).map(img => {
+    const s = getComputedStyle(img);
+    const side = k => parseFloat(s[k + "Left"] || 0) + parseFloat(s[k + "Right"] || 0);
+    const shown = img.getBoundingClientRect().width - side("padding") -
+                  parseFloat(s.borderLeftWidth) - parseFloat(s.borderRightWidth);
+    const figure = img.closest("figure");
+    return {src: img.getAttribute("src"), natural: img.naturalWidth, shown,
+            figure: figure ? figure.id : "", styled: img.classList.contains("attnlab-figure"),
+            filter: s.filter, background: s.backgroundColor, padding: side("padding")};
+  })"""
+
+# Rendered math: formulas whose text (MathJax's assistive MathML) holds a literal backslash,
+# and display equations wider than their column. The folded solutions are unfolded meanwhile.
+MATH_LAYOUT_JS = r"""async () => {
+  if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) {
+    return {backslash: [], wide: [], widest: 0};
+  }
+  await MathJax.startup.promise;
+  const folded = [...document.querySelectorAll(".toggle-hidden")];
+  folded.forEach(e => e.classList.remove("toggle-hidden"));
+  const backslash = [], wide = [];
+  let widest = 0;
+  for (const item of MathJax.startup.document.math) {
+    const root = item.typesetRoot;
+    if (!root || !root.isConnected) continue;
+    const mml = root.querySelector("mjx-assistive-mml");
+    if (mml && mml.textContent.includes("\\")) backslash.push(item.math.trim());
+    const math = root.querySelector("mjx-math");
+    const column = root.closest("div.math, .math") || root.parentElement;
+    if (item.display && math && column.clientWidth > 0) {
+      widest = Math.max(widest, math.getBoundingClientRect().width / column.clientWidth);
+      const over = math.getBoundingClientRect().width - column.clientWidth;
+      if (over > 1) wide.push({tex: item.math.trim(), over: Math.round(over)});
+    }
+  }
+  folded.forEach(e => e.classList.add("toggle-hidden"));
+  return {backslash, wide, widest};
+}"""
+
+# Table cells of the page's text (not code) where a number and its unit are drawn on two
+# lines: the pieces of the range "number + unit" lie at different heights.
+UNIT_WRAP_JS = r"""() => {
+  const units = "分|秒|ms|個|回|ステップ|文字|字|%|％|倍|行|列|桁|MiB|MB|KB|GB|GiB";
+  const pattern = new RegExp("(\\d[\\d,.]*)[\\s\\u00a0]*(" + units + ")", "g");
+  const found = [];
+  for (const cell of document.querySelectorAll("#main-content td, #main-content th")) {
+    if (cell.closest("pre, .highlight, .toggle-hidden")) continue;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+      pattern.lastIndex = 0;
+      for (let m = pattern.exec(t.data); m; m = pattern.exec(t.data)) {
+        const range = document.createRange();
+        range.setStart(t, m.index);
+        range.setEnd(t, m.index + m[0].length);
+        const tops = [...range.getClientRects()].filter(r => r.width > 0).map(r => r.top);
+        if (tops.length > 1 && Math.max(...tops) - Math.min(...tops) > 4) {
+          found.push({text: m[0], cell: cell.innerText.trim().slice(0, 40)});
+        }
+      }
+    }
+  }
+  return found;
+}"""
+
+# Before a screenshot: nothing focused (a focused skip link shows its bar over the page)
+# and the page at its top (the sticky header is painted where the window last was).
+UNFOCUS_JS = """() => {
+  if (document.activeElement && document.activeElement !== document.body) {
+    document.activeElement.blur();
+  }
+  window.scrollTo(0, 0);
+}"""
+
+# What today's notebooks fail of the design checks of issue 36, until the second pass
+# re-executes and edits the chapters: (page, check, key, what was measured). Checks:
+# "old-style-figure" — a notebook figure drawn before the book's style (no record of its
+# smallest font, no dark version; the value is its text size today, measured by executing
+# a copy of the chapter); "math-backslash", "wide-equation" — a formula, by its first 40
+# characters; "unit-wrap" — a table cell's first 40 characters and its number and unit.
+# The second pass empties it.
+KNOWN_UNTIL_PASS_2: tuple[tuple[str, str, str, str], ...] = (
+    ("notebooks/06_sinusoidal_encoding", "math-backslash", r"(\text{max\_len}, 1, D)",
+     r"\_ は \text の中で字になる：\mathrm{max\_len} か \text{max_len} に"),
+    ("notebooks/07_learned_positions", "math-backslash", r"(\text{max\_len}, d_\text{model})",
+     r"\text{max\_len} が 2 か所"),
+    ("notebooks/07_learned_positions", "math-backslash", r"R = \text{one\_hot} \cdot P",
+     r"\text{one\_hot}"),
+    ("notebooks/07_learned_positions", "math-backslash",
+     r"\text{one\_hot}^\top \cdot \partial L / ", r"\text{one\_hot}"),
+    ("notebooks/11_summary", "math-backslash", r"\text{positions} \cdot \text{train\_len}",
+     r"\text{train\_len}, \text{target\_len}"),
+    ("notebooks/01_attention_review", "old-style-figure", "fig-01-shapes",
+     "今日 12.3 px：12 pt、911 px を 672 px で"),
+    ("notebooks/01_attention_review", "old-style-figure", "fig-01-weights",
+     "今日 12.5 px：9 pt、443 px を 443 px で"),
+    ("notebooks/01_attention_review", "old-style-figure", "fig-01-convex-hull",
+     "今日 12.5 px：9 pt、530 px を 530 px で"),
+    ("notebooks/01_attention_review", "old-style-figure", "fig-01-one-query",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/01_attention_review", "old-style-figure", "fig-01-saturation",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/01_attention_review", "old-style-figure", "fig-01-causal",
+     "今日 12.5 px：9 pt、443 px を 443 px で"),
+    ("notebooks/02_why_heads", "old-style-figure", "fig-02-dilution-weights",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/02_why_heads", "old-style-figure", "fig-02-dilution-sweep",
+     "今日 10.3 px：10 pt、910 px を 672 px で"),
+    ("notebooks/02_why_heads", "old-style-figure", "fig-02-loss-curves",
+     "今日 11.5 px：10 pt、811 px を 672 px で"),
+    ("notebooks/02_why_heads", "old-style-figure", "fig-02-attribute-accuracy",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/02_why_heads", "old-style-figure", "fig-02-attention-maps",
+     "今日 10.3 px：10 pt、909 px を 672 px で"),
+    ("notebooks/02_why_heads", "old-style-figure", "fig-02-table3",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/03_split_and_concat", "old-style-figure", "fig-03-timing",
+     "今日 11.8 px：9 pt、711 px を 672 px で"),
+    ("notebooks/03_split_and_concat", "old-style-figure", "fig-03-forget-w-o",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/04_what_heads_capture", "old-style-figure", "fig-04-ideal-maps",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/04_what_heads_capture", "old-style-figure", "fig-04-grid",
+     "今日 10.3 px：10 pt、909 px を 672 px で"),
+    ("notebooks/04_what_heads_capture", "old-style-figure", "fig-04-scores",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/04_what_heads_capture", "old-style-figure", "fig-04-prev-profile",
+     "今日 13.1 px：10 pt、711 px を 672 px で"),
+    ("notebooks/04_what_heads_capture", "old-style-figure", "fig-04-emergence",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/04_what_heads_capture", "old-style-figure", "fig-04-ablation",
+     "今日 10.3 px：10 pt、909 px を 672 px で"),
+    ("notebooks/04_what_heads_capture", "old-style-figure", "fig-04-pruning",
+     "今日 13.1 px：10 pt、711 px を 672 px で"),
+    ("notebooks/04_what_heads_capture", "old-style-figure", "fig-04-gqa-conversion",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/05_attention_has_no_order", "old-style-figure", "fig-05-previous-token",
+     "今日 9.2 px：9 pt、911 px を 672 px で"),
+    ("notebooks/05_attention_has_no_order", "old-style-figure", "fig-05-causal-permutations",
+     "今日 12.5 px：9 pt、651 px を 651 px で"),
+    ("notebooks/06_sinusoidal_encoding", "old-style-figure", "fig-06-heatmap",
+     "今日 11.5 px：10 pt、809 px を 672 px で"),
+    ("notebooks/06_sinusoidal_encoding", "old-style-figure", "fig-06-wavelengths",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/06_sinusoidal_encoding", "old-style-figure", "fig-06-binary",
+     "今日 13.1 px：10 pt、711 px を 672 px で"),
+    ("notebooks/06_sinusoidal_encoding", "old-style-figure", "fig-06-toeplitz",
+     "今日 10.6 px：10 pt、883 px を 672 px で"),
+    ("notebooks/06_sinusoidal_encoding", "old-style-figure", "fig-06-batch-bug",
+     "今日 11.5 px：10 pt、811 px を 672 px で"),
+    ("notebooks/07_learned_positions", "old-style-figure", "fig-07-row-movement",
+     "今日 11.5 px：10 pt、811 px を 672 px で"),
+    ("notebooks/07_learned_positions", "old-style-figure", "fig-07-accuracy-by-position",
+     "今日 11.5 px：10 pt、811 px を 672 px で"),
+    ("notebooks/07_learned_positions", "old-style-figure", "fig-07-similarity",
+     "今日 10.3 px：10 pt、910 px を 672 px で"),
+    ("notebooks/08_rope", "old-style-figure", "fig-08-wavelengths",
+     "今日 13.1 px：10 pt、711 px を 672 px で"),
+    ("notebooks/08_rope", "old-style-figure", "fig-08-decay",
+     "今日 13.1 px：10 pt、711 px を 672 px で"),
+    ("notebooks/08_rope", "old-style-figure", "fig-08-training",
+     "今日 13.1 px：10 pt、711 px を 672 px で"),
+    ("notebooks/08_rope", "old-style-figure", "fig-08-mixed-layouts",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/09_context_extension", "old-style-figure", "fig-09-unseen-angles",
+     "今日 10.4 px：10 pt、901 px を 672 px で"),
+    ("notebooks/09_context_extension", "old-style-figure", "fig-09-methods",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-accuracy-by-length",
+     "今日 10.4 px：10 pt、894 px を 672 px で"),
+    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-accuracy-by-position",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-finetune",
+     "今日 10.2 px：10 pt、911 px を 672 px で"),
+    ("notebooks/11_summary", "old-style-figure", "fig-11-encodings-by-length",
+     "今日 10.4 px：9 pt、810 px を 672 px で"),
+)
 
 # axe-core's impacts, worst first; a violation of the first two fails the test.
 AXE_IMPACTS = ("critical", "serious", "moderate", "minor")
@@ -309,24 +516,26 @@ class Router:
             route.fulfill(status=200, body="", content_type=mimetypes.guess_type(url)[0])
 
 
-# The state a live figure shows and the one visible image of it.
+# The state a live figure shows and the one visible image of it (of two blocks of
+# pictures, light and dark, the page's colour shows one).
 LIVE_STATE_JS = """figure => {
   const shown = [...figure.querySelectorAll("img.attnlab-live-state")]
-    .filter(img => getComputedStyle(img).display !== "none");
+    .filter(img => img.checkVisibility());
   return {state: Number(figure.dataset.state), shown: shown.map(img => img.getAttribute("src")),
           loaded: shown.every(img => img.naturalWidth > 0)};
 }"""
 
 
 class PureRenders:
-    """PNG of every state of every live figure, drawn here with the pure render."""
+    """PNG of every state of every live figure, drawn here with the pure render, as the
+    book draws it for a light page (``attnlab.live_book.state_pngs``, without its cache)."""
 
     def __init__(self):
         self.cache: dict[tuple[str, int], bytes] = {}
         self.figures: dict[str, tuple] = {}
 
     def png(self, name: str, number: int) -> bytes:
-        from attnlab.plotting import figure_to_png
+        from attnlab.plotting import PNG_SCALE, figure_to_png
         from attnlab.widgets import WIDGETS
         from attnlab.widgets.core import render
 
@@ -335,7 +544,8 @@ class PureRenders:
             self.figures[name] = (figure, list(figure.states()))
         if (name, number) not in self.cache:
             figure, states = self.figures[name]
-            self.cache[name, number] = figure_to_png(render(figure.plot, **states[number]))
+            fig = render(figure.plot, **states[number])  # as state_pngs draws the light one
+            self.cache[name, number] = figure_to_png(fig, scale=PNG_SCALE)
         return self.cache[name, number]
 
 
@@ -404,6 +614,145 @@ def check_live_figures(tab, site: Path, page: str, renders: PureRenders) -> tupl
     return problems, moves
 
 
+# A shown picture's box and whether it has arrived (a lazy picture on its way has no
+# naturalWidth; with its width and height attributes it still holds its box).
+LIVE_BOX_JS = """figure => {
+  const img = [...figure.querySelectorAll("img.attnlab-live-state")]
+    .find(img => img.checkVisibility());
+  const box = img.getBoundingClientRect();
+  return {height: box.height, width: box.width, loaded: img.complete && img.naturalWidth > 0,
+          figure: figure.getBoundingClientRect().height};
+}"""
+
+# The picture of state `number` in the block the page shows, loaded or not.
+LIVE_LOADED_JS = """([figure, number]) => {
+  const block = [...figure.querySelectorAll(".attnlab-live-images")]
+    .find(b => b.checkVisibility());
+  const img = block.querySelectorAll("img.attnlab-live-state")[number];
+  return img.complete && img.naturalWidth > 0;
+}"""
+
+
+def check_live_on_a_slow_network(context, base: str, page: str) -> list[str]:
+    """The first live figure of ``page`` once the connection turns slow (400 ms, 400 kbit/s).
+
+    A reader who reaches for the controls gets the neighbouring states ahead of time, so the
+    first move shows a picture that is already there; a jump to a state far away shows a
+    picture on its way, which must hold its box (no collapse, no jump of the page).
+    """
+    problems: list[str] = []
+    tab = context.new_page()
+    tab.goto(f"{base}/{page}.html", wait_until="load")
+    # the reader's connection turns slow after the page is there: the moves are what we time
+    cdp = context.new_cdp_session(tab)
+    cdp.send("Network.enable")
+    cdp.send("Network.emulateNetworkConditions", {
+        "offline": False, "latency": 400, "downloadThroughput": 50_000,
+        "uploadThroughput": 50_000})
+    figure = tab.locator("div.attnlab-live").first
+    figure.scroll_into_view_if_needed()
+    tab.wait_for_function("f => { const img = [...f.querySelectorAll('img.attnlab-live-state')]"
+                          ".find(i => i.checkVisibility()); return img && img.naturalWidth > 0; }",
+                          arg=figure.element_handle(), timeout=60_000)
+    control = figure.locator(".attnlab-live-control").first
+    kind = control.get_attribute("data-kind")
+    count = int(control.get_attribute("data-count"))
+    default = int(control.get_attribute("data-default"))
+    strides = [int(c.get_attribute("data-count"))
+               for c in figure.locator(".attnlab-live-control").all()]
+    stride = 1
+    for c in strides[1:]:
+        stride *= c
+    state = int(figure.get_attribute("data-state"))
+    step = 1 if default < count - 1 else -1
+    figure.hover()  # a reader reaches for the controls
+    try:
+        tab.wait_for_function(LIVE_LOADED_JS, arg=[figure.element_handle(),
+                                                   state + step * stride], timeout=60_000)
+    except Exception:  # noqa: BLE001 - reported as a finding below
+        problems.append(f"低速回線：ライブ図の隣の状態 {state + step * stride} が"
+                        "先に読み込まれません")
+    before = figure.evaluate(LIVE_BOX_JS)
+    _move_control(tab, control, kind, default + step)
+    after = figure.evaluate(LIVE_BOX_JS)
+    if not after["loaded"]:
+        problems.append("低速回線：1 つ隣の状態の画像が、操作の時点でまだ届いていません")
+    far = 0 if step < 0 else count - 1
+    if abs(far - (default + step)) > 1:
+        _move_control(tab, control, kind, far)
+        jumped = figure.evaluate(LIVE_BOX_JS)
+        moved = max(abs(jumped["height"] - before["height"]),
+                    abs(jumped["figure"] - before["figure"]))
+        if moved > 1:
+            problems.append(f"低速回線：遠い状態に動かすと画像の枠が {before['height']:.0f} px"
+                            f" から {jumped['height']:.0f} px に変わります"
+                            "（読み込み中も大きさを保つ）")
+    tab.close()
+    return problems
+
+
+class DesignFindings:
+    """Findings of the design checks: those in :data:`KNOWN_UNTIL_PASS_2` are listed, not
+    failed; the figures' measured text sizes are kept for the summary."""
+
+    def __init__(self, known: tuple[tuple[str, str, str, str], ...] = KNOWN_UNTIL_PASS_2):
+        self.known = {(page, check, key): note for page, check, key, note in known}
+        self.seen: set[tuple[str, str, str]] = set()
+        self.listed: list[str] = []
+        self.sizes: dict[tuple[str, str], float] = {}
+
+    def add(self, problems: list[str], page: str, check: str, key: str, message: str) -> None:
+        """A finding: a problem, unless it is a known one."""
+        self.seen.add((page, check, key))
+        note = self.known.get((page, check, key))
+        if note is None:
+            problems.append(message)
+        else:
+            self.listed.append(f"{page}: {message}（{note}）")
+
+    def stale(self) -> list[str]:
+        """Known findings that did not occur: the list must shrink with the chapters."""
+        return [f"{page}: KNOWN_UNTIL_PASS_2 の ({check!r}, {key!r}) はもう起きません。"
+                "リストから消してください" for page, check, key in self.known
+                if (page, check, key) not in self.seen]
+
+
+def figure_text_px(png: Path, shown: float, natural: int) -> float | None:
+    """CSS pixels of a figure's smallest text as the page shows it; None without a record.
+
+    The PNG records its smallest font (points) and the dpi it was drawn at: the text is
+    ``points / 72 * dpi`` pixels of the image, shown at ``shown / natural`` of its size.
+    """
+    text = Image.open(png).text
+    if PNG_FONT_KEY not in text or PNG_DPI_KEY not in text or natural <= 0:
+        return None
+    return float(text[PNG_FONT_KEY]) / 72 * float(text[PNG_DPI_KEY]) * shown / natural
+
+
+def check_figures(tab, site: Path | None, page: str, design: DesignFindings,
+                  problems: list[str]) -> list[float]:
+    """The smallest text of every figure shown on the page, in CSS pixels (see the module
+    docstring); a figure under :data:`MIN_TEXT_PX` or without the record is a finding."""
+    sizes = []
+    if site is None:
+        return sizes
+    for figure in tab.evaluate(FIGURE_TEXT_JS):
+        key = figure["figure"] or figure["src"]
+        px = figure_text_px(((site / page).parent / figure["src"]).resolve(),
+                            figure["shown"], figure["natural"])
+        if px is None or not figure["styled"]:
+            design.add(problems, page, "old-style-figure", key,
+                       f"図 {key} は本の様式で描かれていません（最小の字の記録も"
+                       "ダークモードの版もない）")
+            continue
+        sizes.append(px)
+        design.sizes[page, key] = px
+        if px < MIN_TEXT_PX:
+            design.add(problems, page, "text-size", key,
+                       f"図 {key} の最小の字が {px:.1f} px です（{MIN_TEXT_PX:g} px 以上に）")
+    return sizes
+
+
 def _watch(tab, router: "Router", base: str, page: str, problems: list[str]) -> None:
     """Console errors, exceptions, failed requests and error responses become problems."""
     def on_console(message):
@@ -425,8 +774,9 @@ def _watch(tab, router: "Router", base: str, page: str, problems: list[str]) -> 
 def check_page(context, router: "Router", base: str, page: str,
                site: Path | None = None, renders: "PureRenders | None" = None,
                axe_counts: dict | None = None, excused: list[str] | None = None,
-               ) -> tuple[list[str], str]:
+               design: "DesignFindings | None" = None) -> tuple[list[str], str]:
     problems: list[str] = []
+    design = design if design is not None else DesignFindings()
     tab = context.new_page()
     _watch(tab, router, base, page, problems)
     start = time.perf_counter()
@@ -441,7 +791,8 @@ def check_page(context, router: "Router", base: str, page: str,
     if math["errors"]:
         problems.append(f"MathJax のエラーが {math['errors']} 個あります")
 
-    widgets = tab.evaluate(WIDGETS_JS)
+    shown = tab.evaluate(WIDGETS_JS)
+    widgets, notes = shown["widgets"], shown["notes"]
     want = expected_widgets(page)
     if len(widgets) != want:
         problems.append(f"ウィジェットの図が {len(widgets)} 個です"
@@ -449,9 +800,28 @@ def check_page(context, router: "Router", base: str, page: str,
     for number, widget in enumerate(widgets, start=1):
         if not widget["images"] or 0 in widget["images"]:
             problems.append(f"ウィジェット {number} の図が表示されていません")
-        for word in ("Binder", "Colab"):
-            if word not in widget["text"]:
-                problems.append(f"ウィジェット {number} の説明に {word} がありません")
+        if "Binder" in widget["caption"] or "Colab" in widget["caption"]:
+            problems.append(f"ウィジェット {number} のキャプションが Binder と Colab の注記を"
+                            "繰り返しています（ページに 1 回だけ書きます）")
+    if len(notes) != (1 if widgets else 0):
+        problems.append(f"Binder と Colab の注記が {len(notes)} 個です"
+                        f"（ライブ図のあるページに 1 個）")
+    for note in notes:
+        if note.strip() != LIVE_NOTE or "Binder" not in note or "Colab" not in note:
+            problems.append(f"Binder と Colab の注記が LIVE_NOTE と違います：{note[:60]!r}")
+
+    sizes = check_figures(tab, site, page, design, problems)
+    math_layout = tab.evaluate(MATH_LAYOUT_JS)
+    for tex in math_layout["backslash"]:
+        design.add(problems, page, "math-backslash", tex[:40],
+                   f"数式にバックスラッシュがそのまま描かれています：{tex[:60]!r}")
+    for item in math_layout["wide"]:
+        design.add(problems, page, "wide-equation", item["tex"][:40],
+                   f"別行の数式が列より {item['over']} px 広く、切れます：{item['tex'][:60]!r}")
+    for item in tab.evaluate(UNIT_WRAP_JS):
+        design.add(problems, page, "unit-wrap", f"{item['cell']}|{item['text']}",
+                   f"表のセルで数と単位が別の行に分かれています：{item['text']!r}"
+                   f"（{item['cell']!r}）")
 
     overflow = tab.evaluate(OVERFLOW_JS)
     for block in overflow["wide"]:
@@ -472,9 +842,12 @@ def check_page(context, router: "Router", base: str, page: str,
     counts = _axe_on(tab, page, "light", problems, axe_counts, excused)
 
     SCREENSHOTS.mkdir(exist_ok=True)
+    tab.evaluate(UNFOCUS_JS)
     tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}.png"), full_page=True)
     tab.close()
+    smallest = f"{min(sizes):.1f} px" if sizes else "—"
     summary = (f"画像 {images['count']}、数式 {math['count']}、ウィジェット {len(widgets)}、"
+               f"図の最小の字 {smallest}、別行の数式の最大幅 {math_layout['widest']:.0%}、"
                f"コードと出力の枠 {overflow['count']}、"
                f"ライブ図の操作 {moves} 回、axe {_counts_text(counts)}、"
                f"{time.perf_counter() - start:.1f} 秒")
@@ -500,9 +873,11 @@ def _counts_text(counts: dict[str, int]) -> str:
 
 def check_page_dark(context, router: "Router", base: str, page: str,
                     axe_counts: dict | None = None, excused: list[str] | None = None,
-                    ) -> tuple[list[str], str]:
-    """The page in dark mode (``context`` has :data:`DARK_MODE_JS`): axe and a screenshot."""
+                    design: "DesignFindings | None" = None) -> tuple[list[str], str]:
+    """The page in dark mode (``context`` has :data:`DARK_MODE_JS`): the figures' dark
+    versions, axe and a screenshot."""
     problems: list[str] = []
+    design = design if design is not None else DesignFindings()
     tab = context.new_page()
     _watch(tab, router, base, page, problems)
     tab.goto(f"{base}/{page}.html", wait_until="load")
@@ -510,7 +885,19 @@ def check_page_dark(context, router: "Router", base: str, page: str,
     math = tab.evaluate(MATH_JS)
     if math["unrendered"] or math["errors"]:
         problems.append("ダークモードで数式が描画されていません")
+    for figure in tab.evaluate(FIGURE_TEXT_JS):
+        key = figure["figure"] or figure["src"]
+        if not figure["styled"]:
+            design.add(problems, page, "old-style-figure", key,
+                       f"図 {key} にダークモードの版がありません（本の様式で描かれていない）")
+            continue
+        transparent = figure["background"] in ("transparent", "rgba(0, 0, 0, 0)")
+        if figure["filter"] != "none" or not transparent or figure["padding"] > 0:
+            problems.append(f"図 {key} にダークモードのパネルかフィルターがかかっています（"
+                            f"filter {figure['filter']}、背景 {figure['background']}、"
+                            f"余白 {figure['padding']} px）")
     counts = _axe_on(tab, page, "dark", problems, axe_counts, excused)
+    tab.evaluate(UNFOCUS_JS)
     tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}__dark.png"),
                    full_page=True)
     tab.close()
@@ -569,12 +956,19 @@ def main(site: Path) -> int:
             renders = PureRenders()
             axe_counts: dict[str, dict[str, dict[str, int]]] = {}
             excused: list[str] = []
+            design = DesignFindings()
             for page in pages:
                 problems, summary = check_page(context, router, base, page, site, renders,
-                                               axe_counts, excused)
+                                               axe_counts, excused, design)
                 print(f"  {'OK' if not problems else '失敗'} {page}（{summary}）")
                 failed += [f"{page}: {p}" for p in problems]
                 failed_checks += bool(problems)
+            live_pages = [page for page in pages if expected_widgets(page)]
+            slow = check_live_on_a_slow_network(context, base, live_pages[0]) if live_pages else []
+            print(f"  {'OK' if not slow else '失敗'} {live_pages[0] if live_pages else '—'}"
+                  "（低速回線のライブ図：隣の状態の先読み、読み込み中の枠）")
+            failed += [f"低速回線: {p}" for p in slow]
+            failed_checks += bool(slow)
             search_problems = check_search(context, base)
             failed += [f"search: {p}" for p in search_problems]
             failed_checks += bool(search_problems)
@@ -585,11 +979,13 @@ def main(site: Path) -> int:
             dark.route("**/*", router)
             for page in pages:
                 problems, summary = check_page_dark(dark, router, base, page,
-                                                    axe_counts, excused)
+                                                    axe_counts, excused, design)
                 print(f"  {'OK' if not problems else '失敗'} {page}、ダークモード（{summary}）")
                 failed += [f"{page}（ダーク）: {p}" for p in problems]
                 failed_checks += bool(problems)
             browser.close()
+        failed += design.stale()
+        failed_checks += bool(design.stale())
     finally:
         server.shutdown()
         fonts_dir.cleanup()
@@ -599,13 +995,17 @@ def main(site: Path) -> int:
         print(f"  そのためのコンソールのエラー（数えない）：{error}")
     for line in excused:
         print(f"  axe の例外（数えない）：{line}")
+    for line in design.listed:
+        print(f"  既知（KNOWN_UNTIL_PASS_2、数えない）：{line}")
+    for (page, figure), px in sorted(design.sizes.items()):
+        print(f"  図の最小の字：{page} {figure} {px:.1f} px")
     SCREENSHOTS.mkdir(exist_ok=True)
     (SCREENSHOTS / "axe.json").write_text(
         json.dumps(axe_counts, ensure_ascii=False, indent=1), encoding="utf-8")
     for problem in failed:
         print("問題:", problem, file=sys.stderr)
     seconds = time.perf_counter() - start
-    print(f"browser: {2 * len(pages) + 1 - failed_checks} passed, {failed_checks} failed")
+    print(f"browser: {2 * len(pages) + 2 - failed_checks} passed, {failed_checks} failed")
     if failed:
         print(f"ブラウザの検査：{len(failed)} 個の問題（{seconds:.0f} 秒）", file=sys.stderr)
         return 1

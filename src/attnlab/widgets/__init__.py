@@ -13,6 +13,7 @@ from attnlab.widgets.attention_review import softmax_sharpness_widget
 from attnlab.widgets.context_extension import context_extension_widget
 from attnlab.widgets.core import (
     LIVE_HINT,
+    LIVE_NOTE,
     OUTPUT_MARKER,
     WIDGET_NAME_ATTRIBUTE,
     InteractiveFigure,
@@ -44,6 +45,7 @@ WIDGETS: dict[str, Callable[[], InteractiveFigure]] = {
 
 __all__ = [
     "LIVE_HINT",
+    "LIVE_NOTE",
     "OUTPUT_MARKER",
     "WIDGETS",
     "InteractiveFigure",

@@ -12,7 +12,15 @@ from attnlab.experiments.attention_review import (
     SHARPNESS_TRIALS,
     sharpness_samples,
 )
-from attnlab.plotting import BLACK, BLUE, GREY, VERMILLION, new_figure
+from attnlab.plotting import (
+    BLACK,
+    BLUE,
+    FIGURE_WIDTH,
+    GREY,
+    VERMILLION,
+    new_figure,
+    set_ylabel_horizontal,
+)
 from attnlab.widgets.core import (
     InteractiveFigure,
     interactive_figure,
@@ -38,14 +46,16 @@ def softmax_sharpness_plot() -> tuple[Figure, Callable[..., list]]:
     Not taught: the picture of :func:`softmax_sharpness_widget`.
     """
     fig, (ax_one, ax_max) = new_figure(
-        (9.0, 3.4), ncols=2, margins={"left": 0.07, "bottom": 0.16, "top": 0.8})
+        (FIGURE_WIDTH, 3.8), ncols=2,
+        margins={"left": 0.07, "right": 0.98, "bottom": 0.14, "top": 0.74, "wspace": 0.22})
     heading = fig.suptitle("")
     stems = LineCollection([])
     ax_one.add_collection(stems)
     uniform_one = ax_one.axhline(0.0, color=GREY, linestyle=":", label="一様な重み")
     # ylim above 1 leaves headroom for the legend, so a weight of 1 never hides under it
     ax_one.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[], yticks=[0, 0.5, 1],
-               xlabel="キー（左から順に）", ylabel="重み", title="1 つのクエリの重み")
+               xlabel="キー（左から順に）", title="1 つのクエリの重み")
+    set_ylabel_horizontal(ax_one, "重み")
     legend_one = ax_one.legend(loc="upper left")
 
     bars = ax_max.bar(_BINS[:-1], np.zeros(len(_BINS) - 1), width=np.diff(_BINS),
@@ -53,8 +63,8 @@ def softmax_sharpness_plot() -> tuple[Figure, Callable[..., list]]:
     mean_line = ax_max.axvline(0.0, color=BLACK, linestyle="--", label="平均")
     uniform_max = ax_max.axvline(0.0, color=GREY, linestyle=":", label="一様な重み")
     ax_max.set(xlim=(0, 1), ylim=(0, 1.22), xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
-               xlabel="最大の重み", ylabel="クエリの割合",
-               title=f"{SHARPNESS_TRIALS} 個のクエリの最大の重み")
+               xlabel="最大の重み", title=f"{SHARPNESS_TRIALS} 個のクエリの最大の重み")
+    set_ylabel_horizontal(ax_max, "クエリの割合")
     legend_max = ax_max.legend(loc="upper left", ncols=2)
     mean_label = legend_max.get_texts()[0]
     changing = [heading, stems, uniform_one, legend_one, *bars, mean_line, uniform_max,

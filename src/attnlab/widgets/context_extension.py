@@ -14,12 +14,11 @@ from attnlab.experiments.context_extension import (
 )
 from attnlab.plotting import (
     BLACK,
-    BLUE,
-    BLUISH_GREEN,
+    FIGURE_WIDTH,
     GREY,
-    REDDISH_PURPLE,
-    VERMILLION,
+    method_style,
     new_figure,
+    set_ylabel_horizontal,
 )
 from attnlab.widgets.core import (
     InteractiveFigure,
@@ -28,8 +27,8 @@ from attnlab.widgets.core import (
     toggle,
 )
 
-#: One colour per method, the same in the chapter's figures.
-METHOD_COLOURS = {"外挿": VERMILLION, "PI": BLUE, "NTK": BLUISH_GREEN, "YaRN": REDDISH_PURPLE}
+#: One colour per method, the book's (attnlab.plotting.METHOD_STYLES; 外挿 is plain RoPE).
+METHOD_COLOURS = {method: method_style(method).colour for method in ("外挿", "PI", "NTK", "YaRN")}
 
 
 def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
@@ -44,8 +43,8 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
     Not taught: the picture of :func:`context_extension_widget`.
     """
     fig, (ax_turns, ax_res) = new_figure(
-        (9.0, 3.8), ncols=2,
-        margins={"left": 0.08, "right": 0.98, "bottom": 0.14, "top": 0.76, "wspace": 0.28})
+        (FIGURE_WIDTH, 4.4), ncols=2,
+        margins={"left": 0.1, "right": 0.98, "bottom": 0.27, "top": 0.75, "wspace": 0.3})
     heading = fig.suptitle("", fontsize=11, linespacing=1.5)
     pairs = np.arange(EXTENSION_D_HEAD // 2)
     plain = angle_coverage("外挿", 1)
@@ -62,18 +61,20 @@ def context_extension_plot() -> tuple[Figure, Callable[..., list]]:
     for method, colour in METHOD_COLOURS.items():
         ax_turns.plot([], [], color=colour, marker="o", markersize=3, label=method)
     ax_turns.set(yscale="log", ylim=(1e-3, 1e6), xlim=(-0.5, pairs[-1] + 0.5),
-                 xlabel="ペアの番号 i（右ほど低周波）", ylabel="角度の幅（周）",
-                 title="各ペアが回る角度")
-    ax_turns.legend(loc="upper right", ncols=2)
+                 xlabel="ペアの番号 i（右ほど低周波）", title="各ペアが回る角度")
+    set_ylabel_horizontal(ax_turns, "角度の幅（周）")
 
     ax_res.axhline(1.0, color=GREY, linestyle=":", linewidth=1, label="訓練と同じ")
     (one_over_s,) = ax_res.plot([pairs[0], pairs[-1]], [1.0, 1.0], color=GREY,
                                 linestyle="--", linewidth=1, label="1/s")
     (resolution,) = ax_res.plot(pairs, np.ones(len(pairs)), marker="o", markersize=3)
     ax_res.set(ylim=(0, 1.3), xlim=(-0.5, pairs[-1] + 0.5),
-               xlabel="ペアの番号 i（右ほど低周波）", ylabel=r"$\theta'_i \,/\, \theta_i$",
-               title="隣り合う位置の角度の差（訓練 = 1）")
-    ax_res.legend(loc="upper right", ncols=2)
+               xlabel="ペアの番号 i（右ほど低周波）", title="隣り合う位置の角度の差（訓練 = 1）")
+    set_ylabel_horizontal(ax_res, r"$\theta'_i \,/\, \theta_i$")
+    # one legend for both axes, below them (the same in every state)
+    handles, labels = (sum(pair, []) for pair in zip(
+        ax_turns.get_legend_handles_labels(), ax_res.get_legend_handles_labels(), strict=True))
+    fig.legend(handles, labels, loc="lower center", ncols=4, frameon=False)
     changing = [heading, target, unseen, one_over_s, resolution]
 
     def update(method: str = "外挿", scale: int = 2) -> list:

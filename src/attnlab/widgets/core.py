@@ -34,10 +34,18 @@ from typing import Any, TypeVar
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from attnlab.plotting import VERMILLION, canvas_to_png, figure_to_png
+from attnlab.plotting import VERMILLION, book_style, canvas_to_png, figure_to_png
 
-#: The line every widget caption ends with: in the book the figure switches between
-#: pictures drawn when the book was built; with a kernel it is drawn live.
+#: The note on live figures, said once per page: the book shows it above the page's first
+#: live figure (``attnlab.live_book``). In the book a figure switches between pictures
+#: drawn when the book was built; with a kernel it is drawn live.
+LIVE_NOTE = (
+    "ボタンやスライダーのある図は、ページの上でも切り替えられます。その場で描き直すには、"
+    "ページ上部のロケットのボタンから Binder か Colab で開いてセルを実行します。"
+)
+#: The same note in parentheses, as captions of live figures used to end. The book removes
+#: it from captions (it says :data:`LIVE_NOTE` once per page); a caption need not end
+#: with it.
 LIVE_HINT = (
     "（図の上のボタンやスライダーで、ページの上でも図を切り替えられます。その場で描き直すには、"
     "ページ上部のロケットのボタンから Binder か Colab で開いてセルを実行します。）"
@@ -103,11 +111,13 @@ def render(plot: Plot, **state: Any) -> Figure:
     Returns
     -------
     Figure
+        Built in the book's figure style (``attnlab.plotting.book_style``).
 
     Not taught: machinery for writing a live figure (CONTRIBUTING.md).
     """
-    fig, update = plot()
-    update(**state)
+    with book_style():
+        fig, update = plot()
+        update(**state)
     return fig
 
 
@@ -185,7 +195,8 @@ class _Blitter:
         self.ids = {id(artist) for artist in self.artists}
         for artist in self.artists:
             artist.set_animated(True)  # left out of a full draw
-        fig.canvas.draw()
+        with book_style():
+            fig.canvas.draw()
         self.background = fig.canvas.copy_from_bbox(fig.bbox)
         for artist in self.artists:
             artist.set_animated(False)  # the snapshot and render() draw everything
@@ -196,10 +207,11 @@ class _Blitter:
     def png(self) -> bytes:
         canvas = self.fig.canvas
         canvas.restore_region(self.background)
-        for artist in self.artists:
-            artist.set_animated(True)
-            self.fig.draw_artist(artist)
-            artist.set_animated(False)
+        with book_style():
+            for artist in self.artists:
+                artist.set_animated(True)
+                self.fig.draw_artist(artist)
+                artist.set_animated(False)
         return canvas_to_png(canvas)
 
 
@@ -234,7 +246,8 @@ class InteractiveFigure:
         self.controls = dict(controls)
         self.title = title
         self.name: str | None = None  # the registry name, set by a registered factory
-        self._fig, self._update = plot()
+        with book_style():  # every artist in the book's style, whatever the kernel set
+            self._fig, self._update = plot()
         parameters = inspect.signature(self._update).parameters
         for name in self.controls:
             if name not in parameters:
@@ -248,7 +261,8 @@ class InteractiveFigure:
                 control.style.description_width = "initial"
             control.observe(self._on_change, names="value")
         self.default_state = self.state()
-        changed = self._update(**self.default_state)
+        with book_style():
+            changed = self._update(**self.default_state)
         self.snapshot = figure_to_png(self._fig)
         self._blit = _Blitter(self._fig, changed) if changed is not None else None
         self._image = widgets.Image(value=self.snapshot, format="png")
@@ -281,7 +295,8 @@ class InteractiveFigure:
         and the previous picture stays.
         """
         try:
-            changed = self._update(**self.state())
+            with book_style():
+                changed = self._update(**self.state())
             if self._blit is not None and self._blit.covers(changed):
                 png = self._blit.png()
             else:

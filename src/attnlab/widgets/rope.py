@@ -12,7 +12,18 @@ from attnlab.experiments.rope import (
     ROPE_DEMO_POSITIONS,
     rope_pair_plane,
 )
-from attnlab.plotting import BLACK, BLUE, GREY, VERMILLION, WEIGHT_CMAP, new_figure
+from attnlab.plotting import (
+    BLACK,
+    BLUE,
+    FIGURE_WIDTH,
+    GREY,
+    SMALL_FONT_SIZE,
+    VERMILLION,
+    WEIGHT_CMAP,
+    new_figure,
+    set_colorbar_label,
+    set_ylabel_horizontal,
+)
 from attnlab.widgets.core import (
     InteractiveFigure,
     interactive_figure,
@@ -40,9 +51,10 @@ def rope_rotation_plot() -> tuple[Figure, Callable[..., list]]:
 
     Not taught: the picture of :func:`rope_rotation_widget`.
     """
-    fig, (ax_plane, ax_grid) = new_figure((9.0, 4.0), ncols=2)
-    ax_plane.set_position((0.04, 0.05, 0.31, 0.74))  # text to its right, up to x = 0.55
-    ax_grid.set_position((0.6, 0.13, 0.3, 0.66))
+    # the plane and the grid side by side, the numbers in a row below: the book's column
+    fig, (ax_plane, ax_grid) = new_figure((FIGURE_WIDTH, 4.6), ncols=2)
+    ax_plane.set_position((0.02, 0.24, 0.4, 0.62))
+    ax_grid.set_position((0.56, 0.28, 0.32, 0.55))
     heading = fig.suptitle("")
     circle = np.linspace(0.0, 2 * np.pi, 200)
     for radius in (0.5, 1.0, 1.5):
@@ -58,29 +70,28 @@ def rope_rotation_plot() -> tuple[Figure, Callable[..., list]]:
                                markevery=[1], label="キー $k_n$")
     ax_plane.set(xlim=(-_LIMIT, _LIMIT), ylim=(-_LIMIT, _LIMIT), aspect="equal",
                  xticks=[], yticks=[], title="ペア i の平面")
-    ax_plane.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                    frameon=False)
+    ax_plane.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=2, frameon=False)
     # fixed words are drawn once; only the short numbers change (text is slow to draw)
-    for y, words in ((0.75, "このペアの内積"), (0.47, "同じ m−n の組の内積"),
-                     (0.19, f"全 {ROPE_DEMO_D_HEAD} 次元の内積")):
-        ax_plane.text(1.05, y, words, transform=ax_plane.transAxes, fontsize=9,
-                      va="top", ha="left")
-    readout = [ax_plane.text(1.05, y - 0.08, "", transform=ax_plane.transAxes,
-                             fontsize=9, va="top", ha="left")
-               for y in (0.75, 0.47, 0.19)]
+    for x, words in ((0.03, "このペアの内積"), (0.33, "同じ m−n の組の内積"),
+                     (0.7, f"全 {ROPE_DEMO_D_HEAD} 次元の内積")):
+        fig.text(x, 0.11, words, fontsize=SMALL_FONT_SIZE, va="top", ha="left")
+    readout = [fig.text(x, 0.05, "", fontsize=SMALL_FONT_SIZE, va="top", ha="left")
+               for x in (0.03, 0.33, 0.7)]
 
     T = ROPE_DEMO_POSITIONS
     image = ax_grid.imshow(np.zeros((T, T)), cmap=WEIGHT_CMAP, vmin=-1.3, vmax=1.3)
     # colours of each pair's grid, computed once: an update only swaps the RGBA array
     rgba = {pair: image.to_rgba(plane.scores) for pair, plane in _PLANES.items()}
-    colorbar_axes = fig.add_axes((0.91, 0.13, 0.015, 0.66))
-    fig.colorbar(image, cax=colorbar_axes, label="このペアの $q_m \\cdot k_n$")
+    colorbar_axes = fig.add_axes((0.9, 0.28, 0.02, 0.55))
+    set_colorbar_label(fig.colorbar(image, cax=colorbar_axes),
+                       "このペアの\n$q_m \\cdot k_n$")
     same = ax_grid.scatter([], [], s=40, marker="o", facecolors="white",
                            edgecolors=BLACK, linewidths=1.0, zorder=3)
     frame = Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor=BLACK, linewidth=2.5)
     ax_grid.add_patch(frame)
     ax_grid.set(xticks=range(T), yticks=range(T), xlabel="キーの位置 n",
-                ylabel="クエリの位置 m", title="同じ m−n のマスは同じ値")
+                title="同じ m−n のマスは同じ値")
+    set_ylabel_horizontal(ax_grid, "クエリの\n位置 m", where="left")
     changing = [heading, q0, k0, q_arrow, k_arrow, *readout, image, same,
                 frame]
 

@@ -11,7 +11,15 @@ from attnlab.experiments.sinusoidal_encoding import (
     EXPLORER_SEQ_LEN,
     explorer_state,
 )
-from attnlab.plotting import BLACK, BLUE, GREY, VERMILLION, new_figure
+from attnlab.plotting import (
+    BLACK,
+    BLUE,
+    FIGURE_WIDTH,
+    GREY,
+    VERMILLION,
+    new_figure,
+    set_ylabel_horizontal,
+)
 from attnlab.widgets.core import (
     InteractiveFigure,
     interactive_figure,
@@ -37,16 +45,17 @@ def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     Not taught: the picture of :func:`sinusoidal_explorer_widget`.
     """
     fig, (ax_vec, ax_dot) = new_figure(
-        (9.0, 3.6), ncols=2, margins={"left": 0.07, "bottom": 0.15, "top": 0.8,
-                                      "wspace": 0.22})
+        (FIGURE_WIDTH, 4.2), ncols=2, margins={"left": 0.08, "right": 0.98, "bottom": 0.13,
+                                               "top": 0.72, "wspace": 0.25})
     heading = fig.suptitle("")
     (sin_dots,) = ax_vec.plot([], [], "o", color=BLUE, label="sin（次元 2i）")
     (cos_dots,) = ax_vec.plot([], [], "s", color=VERMILLION, label="cos（次元 2i+1）")
     ax_vec.axhline(0.0, color=GREY, linewidth=0.8)
-    ax_vec.set(xlim=(-0.02, 1.0), ylim=(-1.15, 1.6), yticks=[-1, 0, 1],
-               xlabel="次元の番号 j / $d_\\mathrm{model}$（左ほど速い波）",
-               ylabel="PE(pos) の値", title="位置 pos の符号化ベクトル")
-    ax_vec.legend(loc="upper center", ncols=2)
+    ax_vec.set(xlim=(-0.02, 1.0), ylim=(-1.15, 2.0), yticks=[-1, 0, 1],
+               xlabel="次元の番号 / $d_\\mathrm{model}$（左ほど速い波）",
+               title="位置 pos の符号化ベクトル")
+    set_ylabel_horizontal(ax_vec, "PE(pos) の値")
+    ax_vec.legend(loc="upper right")  # above the values (at most 1): headroom to 2
 
     n = np.arange(EXPLORER_SEQ_LEN)
     (curve,) = ax_dot.plot(n, np.zeros_like(n, dtype=float), color=BLACK, marker=".",
@@ -54,8 +63,8 @@ def sinusoidal_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     here = ax_dot.axvline(0.0, color=VERMILLION, linestyle="--", label="pos′ = pos")
     ax_dot.set(xlim=(0, EXPLORER_SEQ_LEN - 1), ylim=(0.0, 1.3), yticks=[0, 0.5, 1],
                xlabel="もう一方の位置 pos′",
-               ylabel="内積 ÷ ($d_\\mathrm{model}$/2)",
-               title="PE(pos′)·PE(pos)：すべての位置 pos′ との内積")
+               title="PE(pos′)·PE(pos)：\nすべての位置 pos′ との内積")
+    set_ylabel_horizontal(ax_dot, "内積 ÷ ($d_\\mathrm{model}$/2)")
     ax_dot.legend(loc="upper right")
     changing = [heading, sin_dots, cos_dots, curve, here]
 

@@ -13,7 +13,17 @@ from attnlab.experiments.split_and_concat import (
     SHAPE_SEQ_LEN,
     mha_stages,
 )
-from attnlab.plotting import BLACK, BLUE, GREY, SKY_BLUE, VERMILLION, new_figure
+from attnlab.plotting import (
+    BLACK,
+    BLUE,
+    FIGURE_WIDTH,
+    GREY,
+    SKY_BLUE,
+    SMALL_FONT_SIZE,
+    TITLE_SIZE,
+    VERMILLION,
+    new_figure,
+)
 from attnlab.widgets.core import (
     InteractiveFigure,
     dropdown,
@@ -46,7 +56,8 @@ def _column(ax, x: float, n_rows: int) -> Text:
     rows' pitch in pixels.
     """
     fig = ax.figure
-    text = ax.text(x, (n_rows - 1) / 2, "", va="center", ha="right", fontsize=10.5,
+    text = ax.text(x, (n_rows - 1) / 2, "", va="center", ha="right",
+                   fontsize=SMALL_FONT_SIZE,
                    color=BLACK, multialignment="right")
     renderer = fig.canvas.get_renderer()
 
@@ -76,11 +87,11 @@ def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     Not taught: the picture of :func:`shape_explorer_widget`.
     """
     fig, (ax_tab, ax_bar) = new_figure(
-        (9.0, 4.0), ncols=2,
+        (FIGURE_WIDTH, 4.0), ncols=2,
         margins={"left": 0.01, "right": 0.97, "bottom": 0.2, "top": 0.7, "wspace": 0.04})
     ax_tab.set_position([0.01, 0.27, 0.62, 0.45])
     ax_bar.set_position([0.64, 0.27, 0.33, 0.45])
-    heading = fig.text(0.5, 0.96, "", ha="center", va="top", fontsize=12)
+    heading = fig.text(0.5, 0.96, "", ha="center", va="top", fontsize=TITLE_SIZE)
 
     # W_Q's columns cut into h blocks: one colour per block, alternating
     ax_strip = fig.add_axes([0.13, 0.8, 0.85, 0.05])
@@ -88,38 +99,40 @@ def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
                             vmin=0, vmax=1, aspect="auto", extent=(0, 1, 0, 1),
                             interpolation="nearest")
     ax_strip.set(xticks=[], yticks=[])
-    fig.text(0.12, 0.825, "W_Q の列を\nh 個に分ける", ha="right", va="center", fontsize=10)
+    fig.text(0.12, 0.825, "W_Q の列を\nh 個に分ける", ha="right", va="center",
+             fontsize=SMALL_FONT_SIZE)
 
     rows = np.arange(len(_NAMES))
     ax_tab.set(xlim=(0, 1), ylim=(len(_NAMES) - 0.5, -0.5))
     ax_tab.axis("off")
     for y, name, symbol in zip(rows, _NAMES, _SYMBOLS, strict=True):
-        ax_tab.text(0.0, y, name, va="center", fontsize=10.5)
-        ax_tab.text(0.47, y, symbol, va="center", fontsize=10.5, color=GREY)
+        ax_tab.text(0.0, y, name, va="center", fontsize=SMALL_FONT_SIZE)
+        ax_tab.text(0.47, y, symbol, va="center", fontsize=SMALL_FONT_SIZE, color=GREY)
     shapes = _column(ax_tab, 0.99, len(rows))  # one text for every row: faster to draw
-    ax_tab.text(0.47, -0.85, "形（記号）", fontsize=9.5, color=GREY)
-    ax_tab.text(0.99, -0.85, "形（この状態）", fontsize=9.5, color=GREY, ha="right")
+    ax_tab.text(0.47, -0.85, "形（記号）", fontsize=SMALL_FONT_SIZE, color=GREY)
+    ax_tab.text(0.99, -0.85, "形（この状態）", fontsize=SMALL_FONT_SIZE, color=GREY,
+                ha="right")
 
     # blue: the projections (T·D² terms); vermillion: the T²·D terms of every head
     colours = [VERMILLION if i in (3, 4) else BLUE for i in rows]
     bars = ax_bar.barh(rows, np.ones(len(rows)), left=_FLOP_RANGE[0], height=0.6,
                        color=colours)
-    labels = [ax_bar.text(0, y, "", va="center", fontsize=9.5) for y in rows]
+    labels = [ax_bar.text(0, y, "", va="center", fontsize=SMALL_FONT_SIZE) for y in rows]
     ax_bar.set(xscale="log", xlim=_FLOP_RANGE, ylim=(len(_NAMES) - 0.5, -0.5), yticks=[])
     ax_bar.set_xticks([1e6, 1e8, 1e10], ["$10^6$", "$10^8$", "$10^{10}$"])
-    ax_bar.set_xlabel(f"行列積の FLOPs（T = {SHAPE_SEQ_LEN}）", fontsize=10)
-    ax_bar.tick_params(labelsize=9.5)
+    ax_bar.set_xlabel(f"行列積の FLOPs（T = {SHAPE_SEQ_LEN}）", fontsize=SMALL_FONT_SIZE)
+    ax_bar.tick_params(labelsize=SMALL_FONT_SIZE)
 
     # the numbers below the table: a fixed label, then the value of the state
     values = {}
     for key, x, y, label, note in (
             ("params", 0.01, 0.09, "パラメータ 4·d_model²", "h によらない"),
             ("flops", 0.01, 0.03, "行列積の FLOPs の合計", "h によらない"),
-            ("rows", 0.53, 0.09, "softmax の行 h·T", "h に比例"),
-            ("scores", 0.53, 0.03, "スコアの個数 h·T²", "h に比例")):
-        fig.text(x, y, label, fontsize=10.5)
-        values[key] = fig.text(x + 0.29, y, "", fontsize=10.5, ha="right")
-        fig.text(x + 0.295, y, f"（{note}）", fontsize=10.5, color=GREY)
+            ("rows", 0.52, 0.09, "softmax の行 h·T", "h に比例"),
+            ("scores", 0.52, 0.03, "スコアの個数 h·T²", "h に比例")):
+        fig.text(x, y, label, fontsize=SMALL_FONT_SIZE)
+        values[key] = fig.text(x + 0.32, y, "", fontsize=SMALL_FONT_SIZE, ha="right")
+        fig.text(x + 0.325, y, f"（{note}）", fontsize=SMALL_FONT_SIZE, color=GREY)
     moving = [i for i, stage in enumerate(mha_stages(64, 1).stages) if stage.flops]
     for i, label in enumerate(labels):
         if i not in moving:  # the same in every state: drawn once, with the axes

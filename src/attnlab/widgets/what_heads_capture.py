@@ -18,7 +18,17 @@ from attnlab.experiments.what_heads_capture import (
     trained_model,
 )
 from attnlab.head_roles import induction_mask
-from attnlab.plotting import BLACK, GREY, VERMILLION, WEIGHT_CMAP, new_figure
+from attnlab.plotting import (
+    BLACK,
+    FIGURE_WIDTH,
+    GREY,
+    SMALL_FONT_SIZE,
+    VERMILLION,
+    WEIGHT_CMAP,
+    new_figure,
+    set_colorbar_label,
+    set_ylabel_horizontal,
+)
 from attnlab.widgets.core import (
     InteractiveFigure,
     dropdown,
@@ -43,16 +53,17 @@ def head_picker_plot() -> tuple[Figure, Callable[..., list]]:
     Not taught: the picture of :func:`head_picker_widget`.
     """
     trained_model(SEEDS[0])  # train once (cached) before the first update is timed
-    fig, ax = new_figure((6.4, 4.6), margins={"left": 0.1, "right": 0.92, "bottom": 0.15,
+    fig, ax = new_figure((6.4, 4.6), margins={"left": 0.18, "right": 0.92, "bottom": 0.15,
                                                "top": 0.86})
     image = ax.imshow(np.zeros((_T, _T)), cmap=WEIGHT_CMAP, vmin=0.0, vmax=1.0)
     targets = ax.scatter([], [], s=8, color="white", edgecolors="black", linewidths=0.4,
                          label="誘導の的（前の出現の次の位置）")
     colourbar = fig.colorbar(image, ax=ax, shrink=0.85, pad=0.02)
-    colourbar.set_label("重み")
+    set_colorbar_label(colourbar, "重み")
     ax.set_xticks(_TICKS)
     ax.set_yticks(_TICKS)
-    ax.set(xlabel="キーの位置 j", ylabel="クエリの位置 i")
+    ax.set(xlabel="キーの位置 j")
+    set_ylabel_horizontal(ax, "クエリの\n位置 i", where="left")
     fig.legend(handles=[targets], loc="lower right", frameon=False)
     heading = fig.suptitle("", fontsize=11)
 
@@ -112,7 +123,7 @@ def chosen_kv_heads(preset: str, choice: str) -> int:
 def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
     """KV cache for every divisor of H (left) and the chosen configuration's numbers (right).
 
-    The bars' heights are on a log scale (each halving of Hkv is one step down); every
+    The bars' heights are on a log scale (each halving of h_kv is one step down); every
     bar carries its size as text. The artists are fixed and only their data change, so
     an update redraws just them.
 
@@ -124,22 +135,23 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
 
     Not taught: the picture of :func:`kv_cache_widget`.
     """
-    fig, (ax_bar, ax_text) = new_figure(
-        (9.0, 3.6), ncols=2, margins={"left": 0.06, "right": 0.99, "bottom": 0.24,
-                                      "top": 0.88, "wspace": 0.12})
+    # the bars above, the chosen configuration's numbers below: the book's column width
+    fig, (ax_bar, ax_text) = new_figure((FIGURE_WIDTH, 5.6), ncols=2)
+    ax_bar.set_position((0.08, 0.57, 0.9, 0.34))
+    ax_text.set_position((0.08, 0.03, 0.9, 0.3))
     slots = max(len(kv_divisors(p.n_heads)) for p in PRESETS.values())
     bars = ax_bar.bar(np.arange(slots), np.zeros(slots), width=0.7)
-    ticks = [ax_bar.text(0, -0.03, "", ha="center", va="top", fontsize=9)
-             for _ in range(slots)]  # Hkv, the cache size and the published mark
-    ax_bar.set(xlim=(-0.6, slots - 0.4), ylim=(0, 1.1), xticks=[], yticks=[],
-               ylabel="KV キャッシュ（対数目盛）")
+    ticks = [ax_bar.text(0, -0.03, "", ha="center", va="top", fontsize=SMALL_FONT_SIZE)
+             for _ in range(slots)]  # h_kv, the cache size and the published mark
+    ax_bar.set(xlim=(-0.6, slots - 0.4), ylim=(0, 1.1), xticks=[], yticks=[])
     ax_bar.set_xlabel("K/V ヘッド数 h_kv とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=52)
     heading = ax_bar.set_title(" ")
+    set_ylabel_horizontal(ax_bar, "KV キャッシュ（対数目盛）")
     ax_text.axis("off")
-    ax_text.set_title("fp16（2 バイト）、バッチ 1", fontsize=10)
-    facts = ax_text.text(0.0, 0.95, "", transform=ax_text.transAxes, fontsize=10,
-                         va="top", color=BLACK, linespacing=2.0)
-    total = ax_text.text(0.0, 0.05, "", transform=ax_text.transAxes, fontsize=11,
+    ax_text.set_title("fp16（2 バイト）、バッチ 1", fontsize=10, loc="left")
+    facts = ax_text.text(0.0, 0.97, "", transform=ax_text.transAxes, fontsize=10,
+                         va="top", color=BLACK, linespacing=1.7)
+    total = ax_text.text(0.0, 0.0, "", transform=ax_text.transAxes, fontsize=11,
                          va="bottom", color=VERMILLION)
     changing = [*bars, *ticks, heading, facts, total]
 

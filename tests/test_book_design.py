@@ -1,0 +1,76 @@
+"""The book's design checks and fixes (issue 36) that run without a browser: caption
+numbers, the text size a figure's PNG records, the list of known findings, the 講師向け
+tables' units."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from attnlab.plotting import FIGURE_DPI, MIN_TEXT_PX, PNG_SCALE, figure_to_png, new_figure  # noqa: E402
+from book_ext.book_fixes import separate_caption_numbers  # noqa: E402
+from book_ext.instructor_page import NBSP, grading_markdown, minutes  # noqa: E402
+from tests.e2e.browser_test import KNOWN_UNTIL_PASS_2, DesignFindings, figure_text_px  # noqa: E402
+
+
+def test_a_caption_number_is_followed_by_a_separator_not_a_space():
+    body = ('<figcaption><p><span class="caption-number">図 2 </span>'
+            '<span class="caption-text">5 個のキー</span></p></figcaption>')
+    out = separate_caption_numbers(body)
+    assert '<span class="caption-number">図 2</span><span class="caption-sep">：</span>' in out
+    assert out.endswith('<span class="caption-text">5 個のキー</span></p></figcaption>')
+    assert separate_caption_numbers(out) == out  # once only
+
+
+@pytest.mark.parametrize(("scale", "shown", "expected"), [
+    (1, 340, 9 / 72 * FIGURE_DPI),  # drawn at 100 dpi, shown at its size
+    (PNG_SCALE, 340, 9 / 72 * FIGURE_DPI),  # drawn at 200 dpi, shown at half its pixels
+    (1, 170, 9 / 72 * FIGURE_DPI / 2),  # squeezed into half the width
+])
+def test_the_text_size_a_reader_sees_comes_from_the_pngs_record(tmp_path, scale, shown,
+                                                                expected):
+    fig, ax = new_figure((3.4, 2.0))
+    ax.set_title("題", fontsize=11)
+    ax.tick_params(labelsize=9)
+    png = tmp_path / "f.png"
+    png.write_bytes(figure_to_png(fig, scale=scale))
+    assert figure_text_px(png, shown, 340 * scale) == pytest.approx(expected)
+
+
+def test_a_png_without_the_record_has_no_text_size(tmp_path):
+    from PIL import Image
+
+    png = tmp_path / "old.png"
+    Image.new("RGB", (10, 10)).save(png)
+    assert figure_text_px(png, 10, 10) is None
+
+
+def test_known_findings_are_listed_and_stale_ones_are_problems():
+    design = DesignFindings((("p", "text-size", "fig-1", "今日 9 px"),
+                             ("p", "text-size", "fig-2", "今日 8 px")))
+    problems = []
+    design.add(problems, "p", "text-size", "fig-1", "図 fig-1 の字が小さい")
+    design.add(problems, "p", "text-size", "fig-3", "図 fig-3 の字が小さい")
+    assert problems == ["図 fig-3 の字が小さい"]
+    assert design.listed == ["p: 図 fig-1 の字が小さい（今日 9 px）"]
+    (stale,) = design.stale()
+    assert "fig-2" in stale and "消して" in stale
+
+
+def test_the_known_list_names_pages_checks_and_figures():
+    checks = {"old-style-figure", "text-size", "math-backslash", "wide-equation", "unit-wrap"}
+    keys = [(page, check, key) for page, check, key, _ in KNOWN_UNTIL_PASS_2]
+    assert len(keys) == len(set(keys))
+    for page, check, key, note in KNOWN_UNTIL_PASS_2:
+        assert page.startswith(("notebooks/", "book/")) and check in checks and key and note
+    assert MIN_TEXT_PX == 11
+
+
+def test_minutes_never_break_from_their_unit_and_grading_names_chapters_by_number():
+    assert minutes(12) == f"約{NBSP}12{NBSP}分" and minutes(3, about=False) == f"3{NBSP}分"
+    rows = grading_markdown().splitlines()[2:]
+    chapters = [row.split("|")[1].strip() for row in rows]
+    named = [c for c in chapters if c]
+    assert named and all(c.startswith("{doc}`") and c[6:8].isdigit() for c in named)
+    assert len(named) == len({c[6:8] for c in named})  # each chapter once

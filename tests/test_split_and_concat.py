@@ -50,3 +50,13 @@ def test_stage_shapes_are_the_shapes_of_the_real_arrays():
     arrays = [x, q, heads_q, weights, heads, concat, concat @ w.w_o]
     shapes = [s.shape for s in mha_stages(d_model, n_heads, seq_len=T).stages]
     assert shapes == [a.shape for a in arrays]
+
+
+def test_head_counts_error_names_the_head_width_as_the_chapter_writes_it():
+    # chapter 03 prints this message; the chapter calls one head's width d_k
+    from attnlab.attention import head_counts
+
+    with pytest.raises(ValueError, match=r"d_model=512 は n_heads=6 で割り切れません") as err:
+        head_counts(512, 6)
+    assert "d_k = d_model / n_heads" in str(err.value)
+    assert "d_head" not in str(err.value)

@@ -378,3 +378,17 @@ def test_an_answer_right_only_for_the_chapters_sizes_is_refused(capsys):
     assert ok.passed is False and text.startswith("【不正解】")
     ok, text = _verdict(capsys, check_multi_head_attention, mha_scaled_by_the_examples_root)
     assert ok.passed is False and text.startswith("【不正解】")
+
+
+def mha_chaining_the_chapters_cells(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    from attnlab import scaled_dot_product_attention
+
+    q, k, v = (split_heads(x @ w, n_heads) for w in (w_q, w_k, w_v))  # (H, T, Dh)
+    heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    return merge_heads(heads) @ w_o, weights
+
+
+def test_an_answer_that_chains_the_chapters_cells_is_refused(capsys):
+    # split_heads → chapter 01's attention → merge_heads → W_O is chapter 03's §1 copied
+    ok, text = _verdict(capsys, check_multi_head_attention, mha_chaining_the_chapters_cells)
+    assert ok.passed is False and "scaled_dot_product_attention" in text, text

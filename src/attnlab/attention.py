@@ -224,7 +224,7 @@ def head_counts(d_model: int, n_heads, n_kv_heads=None) -> HeadCounts:
     if d_model % n_heads:
         raise ValueError(
             f"d_model={d_model} は n_heads={n_heads} で割り切れません: "
-            "各ヘッドの次元 d_head = d_model / n_heads が整数になる必要があります"
+            "各ヘッドの幅 d_k = d_model / n_heads が整数になる必要があります"
         )
     n_kv_heads = n_heads if n_kv_heads is None else positive_int(n_kv_heads, "n_kv_heads")
     if n_heads % n_kv_heads:

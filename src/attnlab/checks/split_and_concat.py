@@ -4,7 +4,8 @@ As in :mod:`attnlab.checks.attention_review`, the diagnosis is computed: the che
 each typical mistake returns (with the reference functions) and says which one the
 answer matches. Chapter 03 imports the references (``split_heads``,
 ``multi_head_attention`` and its loop), so an answer that is one of them, or calls one,
-is refused.
+is refused; so is an MHA answer that calls chapter 01's ``scaled_dot_product_attention``
+(chaining the chapter's cells would answer the exercise by copying them).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from attnlab.attention import (
     merge_heads,
     multi_head_attention,
     multi_head_attention_loop,
+    scaled_dot_product_attention,
     softmax,
     split_heads,
 )
@@ -57,8 +59,14 @@ _MHA_MESSAGE = (
     "自分で書いてください。"
 )
 _MHA_REFERENCES = {
-    function: _MHA_MESSAGE.format(name=function.__name__)
-    for function in (multi_head_attention, multi_head_attention_loop, attention_pass)
+    **{function: _MHA_MESSAGE.format(name=function.__name__)
+       for function in (multi_head_attention, multi_head_attention_loop, attention_pass)},
+    # chaining the chapter's cells (split_heads → this → merge_heads → W_O) is a copy
+    scaled_dot_product_attention: (
+        "第 1 章の scaled_dot_product_attention を使っています。本文の段をつなぐだけでは"
+        "練習になりません。ヘッドごとのスコア・softmax・重み付き和を NumPy で自分で書いて"
+        "ください（分割には自分の my_split_heads を使ってかまいません）。"
+    ),
 }
 
 

@@ -75,7 +75,7 @@ def value_coefficients(out: np.ndarray, values: np.ndarray) -> np.ndarray:
     if rank < n_values:
         raise ValueError(
             f"values の {n_values} 行が一次独立ではありません（階数 {rank}）: "
-            "係数が一つに決まりません"
+            "係数が 1 通りに決まりません"
         )
     flat = out.reshape(-1, values.shape[1])  # (N, Dv)
     coef, *_ = np.linalg.lstsq(values.T, flat.T, rcond=None)  # (T, N)
@@ -89,8 +89,8 @@ def value_coefficients(out: np.ndarray, values: np.ndarray) -> np.ndarray:
 def heads_output(scores: np.ndarray, values: np.ndarray) -> np.ndarray:
     """One query's output when each head reads its own column block of the values.
 
-    Head h turns its scores into weights with a softmax and averages the columns
-    ``h·Dh … (h+1)·Dh − 1`` of the values (Dh = D / H); the heads' outputs are
+    Head ℓ turns its scores into weights with a softmax and averages the columns
+    ``ℓ·Dh … (ℓ+1)·Dh − 1`` of the values (Dh = D / H); the heads' outputs are
     concatenated in head order. With H = 1 it is one head over the whole width.
 
     Parameters

@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
-        test-lab notebooks colab-cell lab grade publish clean distclean
+        test-browser-built test-lab notebooks colab-cell lab grade publish clean distclean budgets
 
 help:
 	@echo "make book       本を _build/html に作る"
@@ -16,6 +16,7 @@ help:
 	@echo "make student    解答を除いた学生版を student/ に書く"
 	@echo "make test-portable  全ノートブックを AVX2・AVX・AVX なしの CPU のレベルで照合し直す"
 	@echo "make test-browser  本をビルドし、全ページを headless Chromium で開いて確かめる"
+	@echo "make budgets    各章の Run All と make test の各段階の時間を表示する（テストではない）"
 	@echo "make test-lab   JupyterLab でライブ図を実行し、headless Chromium で操作して図が動くか確かめる"
 	@echo "make grade SUBMISSIONS=フォルダー  提出されたノートブックを自己チェックで採点し、grades/ に表を書く"
 	@echo "make publish    厳格なビルドのあと、本を origin の gh-pages ブランチに公開する（REMOTE=名前 で別のリモート）"
@@ -45,11 +46,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts book_ext benchmarks
 	$(BIN)/actionlint
 
+# How many processes the tests use at once: pytest-xdist's workers for unit and nbval, and
+# the chapters student-test runs side by side (auto: one per CPU; JOBS=1 runs one at a time).
+# --dist loadfile keeps a test module (so its module-scoped fixtures train once) and a
+# notebook (its cells in order, in one kernel) on one worker.
+JOBS ?= auto
+
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests
 
 nbval: warm
-	$(BIN)/python -m pytest --nbval --nbval-current-env notebooks
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --nbval --nbval-current-env notebooks
 
 # A clean build each time: Sphinx would not repeat the warnings of unchanged pages.
 build: warm
@@ -70,7 +77,7 @@ grade: warm
 
 # Build the student edition, prove no solution is left and run every notebook top to bottom.
 student-test: warm
-	$(BIN)/python -m scripts.make_student --test student
+	$(BIN)/python -m scripts.make_student --test --jobs $(JOBS) student
 
 # Strict nbval again at lower CPU levels than this machine's (AVX2 without AVX-512, AVX, numpy's
 # baseline), chosen with NPY_DISABLE_CPU_FEATURES and OPENBLAS_CORETYPE and verified inside each
@@ -86,6 +93,11 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 	cd tests/browser && npm ci --no-audit --no-fund
 
 test-browser: build $(BROWSER_DEPS)
+	$(BIN)/python -m tests.e2e.browser_test _build/html
+
+# The same test on the _build/html that a strict build of this run already wrote (.ci/run,
+# right after make test): the book is not built twice. Alone, use make test-browser.
+test-browser-built: $(BROWSER_DEPS)
 	$(BIN)/python -m tests.e2e.browser_test _build/html
 
 # The live figures with a kernel: JupyterLab (temporary settings, a copy of notebooks/) in
@@ -114,6 +126,10 @@ colab-cell: $(STAMP)
 
 lab: warm
 	$(BIN)/jupyter lab notebooks
+
+# The time budgets: each chapter's Run All and the phases of make test, printed (not a test).
+budgets: warm
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m benchmarks.budgets --chapters --test
 
 clean:
 	rm -rf _build student grades screenshots .pytest_cache .ruff_cache .hypothesis

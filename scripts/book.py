@@ -6,12 +6,15 @@ One home for what every script needs (``python -m scripts.NAME`` imports it as
 ``_config.yml``, and one way to execute a notebook with nbclient.
 """
 
+import os
+import tempfile
 import unicodedata
 from fractions import Fraction
 from pathlib import Path
 
 import yaml
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -74,15 +77,29 @@ def execute_notebook(nb, folder: Path, timeout: int = TIMEOUT):
 
     No timing metadata and no widget state are recorded, so two runs of unchanged code
     give identical notebooks. A failing cell raises nbclient's ``CellExecutionError``.
+
+    The kernel is reached over local (IPC) sockets in a temporary folder of its own where
+    the system has them (not Windows): nothing leaves the machine, two kernels started at
+    once cannot pick the same socket, and the kernel does not print "Kernel is running
+    over TCP without encryption" into every log. Elsewhere, TCP on localhost as Jupyter.
     """
-    client = NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name=KERNEL,
-        resources={"metadata": {"path": str(folder)}},
-        store_widget_state=False,
-        record_timing=False,
-    )
-    client.execute()
+    with tempfile.TemporaryDirectory(prefix="attnlab-kernel-") as sockets:
+        if os.name == "posix":
+            # the sockets are sockets/kernel-1, -2, …: an absolute path, as the kernel
+            # runs in ``folder``
+            settings = Config({"KernelManager": {"transport": "ipc",
+                                                 "ip": os.path.join(sockets, "kernel")}})
+        else:
+            settings = Config()
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name=KERNEL,
+            resources={"metadata": {"path": str(folder)}},
+            store_widget_state=False,
+            record_timing=False,
+            config=settings,
+        )
+        client.execute()
     return nb
 

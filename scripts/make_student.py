@@ -4,6 +4,8 @@ Usage:
     python -m scripts.make_student [OUT]          write OUT/NN_slug.ipynb (default OUT: student/)
     python -m scripts.make_student --test [OUT]   write them, then prove them: no solution left,
                                                   and each runs top to bottom without an error
+    python -m scripts.make_student --test --jobs N [OUT]   the same, N chapters at a time
+                                                  (N or auto, the default: one per CPU)
 
 What a student notebook keeps and loses (nbconvert preprocessors, applied in this order):
 
@@ -23,9 +25,11 @@ What a student notebook keeps and loses (nbconvert preprocessors, applied in thi
    footer says them).
 """
 
+import os
 import re
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -285,25 +289,47 @@ def run_student_notebook(path: Path, stubbed: list[str]) -> list[str]:
     return problems
 
 
+def _check_student_notebook(path: Path, stubbed: list[str]) -> tuple[list[str], float]:
+    """The problems of one written student notebook, and the seconds it took to find them."""
+    start = time.perf_counter()
+    problems = leftovers(nbformat.read(path, as_version=4))
+    problems += run_student_notebook(path, stubbed)
+    return problems, time.perf_counter() - start
+
+
 def main(argv: list[str]) -> int:
+    """``[--test] [--jobs N] [FOLDER]``: write the student edition to FOLDER (``student/``);
+    with ``--test`` also run every chapter, N at a time (``auto``, the default: one per
+    CPU), each in its own process and kernel (the chapters are independent), and report
+    them in book order."""
     test = "--test" in argv
     args = [a for a in argv if a != "--test"]
+    jobs = os.cpu_count() or 1
+    if "--jobs" in args:
+        at = args.index("--jobs")
+        value = args[at + 1] if at + 1 < len(args) else ""
+        if value != "auto" and (not value.isdigit() or int(value) < 1):
+            print(f"--jobs には 1 以上の整数か auto を書いてください: {value!r}", file=sys.stderr)
+            return 2
+        jobs = jobs if value == "auto" else int(value)
+        del args[at:at + 2]
     out_dir = Path(args[0]) if args else ROOT / "student"
     written = write_student_edition(out_dir)
     print(f"学生版：{len(written)} 章を {out_dir} に書きました")
     if not test:
         return 0
     failed = False
-    for path, stubbed in written:
-        start = time.perf_counter()
-        problems = leftovers(nbformat.read(path, as_version=4))
-        problems += run_student_notebook(path, stubbed)
-        seconds = time.perf_counter() - start
-        for problem in problems:
-            print(f"問題: {path.name}: {problem}", file=sys.stderr)
-        failed = failed or bool(problems)
-        status = "失敗" if problems else "OK"
-        print(f"  {path.name}: {status}（スタブ {len(stubbed)} 個、実行 {seconds:.1f} 秒）")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(written))) as pool:
+        futures = [pool.submit(_check_student_notebook, path, stubbed)
+                   for path, stubbed in written]
+        for (path, stubbed), future in zip(written, futures, strict=True):
+            problems, seconds = future.result()
+            for problem in problems:
+                print(f"問題: {path.name}: {problem}", file=sys.stderr)
+            failed = failed or bool(problems)
+            status = "失敗" if problems else "OK"
+            print(f"  {path.name}: {status}（スタブ {len(stubbed)} 個、実行 {seconds:.1f} 秒）",
+                  flush=True)
     return 1 if failed else 0
 
 

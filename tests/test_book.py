@@ -56,3 +56,26 @@ def test_execute_runs_in_the_notebooks_folder_and_records_no_timing(tmp_path):
     assert cell.outputs[0].text.strip() == str(tmp_path)
     assert "execution" not in cell.metadata
     assert "widgets" not in nb.metadata
+
+
+def test_execute_talks_to_the_kernel_without_the_tcp_warning(tmp_path, capfd):
+    """The kernel inherits this process's stderr: over TCP it warns "Kernel is running over
+    TCP without encryption" there, into every log of make test (issue 31 item 5)."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    execute_notebook(nb, tmp_path)
+    assert nb.cells[0].outputs[0].text.strip() == "42"
+    err = capfd.readouterr().err
+    assert "without encryption" not in err, err
+    assert not list(tmp_path.iterdir())  # no socket files left in the notebook's folder
+
+
+def test_two_notebooks_execute_at_once(tmp_path):
+    """Two kernels started together (make student-test runs chapters side by side) each
+    get their own sockets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    books = [nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"print({n})")])
+             for n in (1, 2)]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda nb: execute_notebook(nb, tmp_path), books))
+    assert [nb.cells[0].outputs[0].text.strip() for nb in books] == ["1", "2"]

@@ -131,11 +131,12 @@ def test_position_accuracy_averages_each_position_over_rows():
 
 
 def test_train_kinds_gives_each_kind_its_own_stream():
-    # a kind's run is the one train_short makes from that kind's spawned stream
+    # a kind's run is the one train_short makes from that kind's spawned stream (a few
+    # steps: the streams, not the training, are under test)
     task = PreviousToken()
-    runs = train_kinds(3, task)
+    runs = train_kinds(3, task, steps=5)
     stream = np.random.default_rng(3).spawn(len(runs))[3]  # the fourth kind: RoPE
-    alone = train_short(length_config("RoPE"), task, rng=stream)
+    alone = train_short(length_config("RoPE"), task, rng=stream, steps=5)
     for name, value in alone.params.items():
         np.testing.assert_array_equal(runs["RoPE"].params[name], value)
 

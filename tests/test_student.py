@@ -19,6 +19,7 @@ from scripts.make_student import (
     STUB,
     STUB_COMMENT,
     leftovers,
+    main,
     remove_solution_blocks,
     run_student_notebook,
     stub_solution_code,
@@ -263,3 +264,11 @@ def test_the_same_chapter_gives_the_same_student_file(full):
     second, _ = student_notebook(full, FIXTURE.name)
     assert nbformat.writes(first) == nbformat.writes(second)
     assert first.cells[0].id == "student-note"
+
+
+@pytest.mark.parametrize("jobs", ["0", "two", ""])
+def test_the_number_of_jobs_must_be_a_positive_integer_or_auto(jobs, tmp_path, capsys):
+    args = ["--test", str(tmp_path / "student"), "--jobs"] + ([jobs] if jobs else [])
+    assert main(args) == 2
+    assert "--jobs" in capsys.readouterr().err
+    assert not (tmp_path / "student").exists()  # refused before writing anything

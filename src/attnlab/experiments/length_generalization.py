@@ -286,8 +286,10 @@ def finetune_curve(params: dict, config: ModelConfig, task, *, rng: np.random.Ge
     return np.array([curve[m] for m in marks])
 
 
-def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN) -> dict[str, TrainedRun]:
-    """Every kind of :data:`TRAINED_KINDS` trained at ``train_len`` for one seed.
+def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN, *,
+                steps: int = LENGTH_STEPS) -> dict[str, TrainedRun]:
+    """Every kind of :data:`TRAINED_KINDS` trained at ``train_len`` for one seed
+    (``steps`` updates each; the chapter's runs take :data:`LENGTH_STEPS`).
 
     ``np.random.default_rng(seed)`` is split into one stream per kind, so each kind's run
     is the same whichever other kinds are trained.
@@ -296,7 +298,7 @@ def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN) -> dict[str,
     """
     streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))
     return {kind: train_short(length_config(kind, train_len), task, rng=stream,
-                              train_len=train_len)
+                              train_len=train_len, steps=steps)
             for kind, stream in zip(TRAINED_KINDS, streams, strict=True)}
 
 

@@ -6,12 +6,15 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
-        test-browser-built test-lab notebooks colab-cell lab grade publish clean distclean budgets
+        test-browser-built test-lab notebooks colab-cell typography budgets lab grade publish \
+        clean distclean
 
 help:
 	@echo "make book       本を _build/html に作る"
 	@echo "make test       リンター・attnlab のテスト・ノートブックの照合・本のビルド"
 	@echo "make notebooks  全ノートブックを実行し直して出力を保存する"
+	@echo "make typography 日本語の段落を 1 行にし、日本語の間の余分な空白を消す"
+	@echo "make budgets    各章の Run All と make test の各段の時間を表示する"
 	@echo "make colab-cell 各章の Colab 用のインストールのセルを _config.yml の URL に合わせる"
 	@echo "make student    解答を除いた学生版を student/ に書く"
 	@echo "make test-portable  全ノートブックを AVX2・AVX・AVX なしの CPU のレベルで照合し直す"
@@ -126,6 +129,11 @@ colab-cell: $(STAMP)
 
 lab: warm
 	$(BIN)/jupyter lab notebooks
+
+# Japanese typography of every Markdown cell of _toc.yml's notebooks and every page in book/:
+# one line per paragraph, no space between Japanese characters (whitespace only; tests/test_typography.py).
+typography: $(STAMP)
+	$(BIN)/python -m scripts.ja_typography --fix
 
 # The time budgets: each chapter's Run All and the phases of make test, printed (not a test).
 budgets: warm

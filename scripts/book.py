@@ -77,6 +77,8 @@ def execute_notebook(nb, folder: Path, timeout: int = TIMEOUT):
 
     No timing metadata and no widget state are recorded, so two runs of unchanged code
     give identical notebooks. A failing cell raises nbclient's ``CellExecutionError``.
+    Consecutive prints of a cell to the same stream are stored as one output
+    (:func:`join_streams`), however the kernel happened to flush them.
 
     The kernel is reached over local (IPC) sockets in a temporary folder of its own where
     the system has them (not Windows): nothing leaves the machine, two kernels started at
@@ -101,5 +103,26 @@ def execute_notebook(nb, folder: Path, timeout: int = TIMEOUT):
             config=settings,
         )
         client.execute()
+    return join_streams(nb)
+
+
+def join_streams(nb):
+    """``nb`` with each cell's consecutive outputs to the same stream joined into one.
+
+    A loaded kernel flushes a long print in several messages, which the book would show
+    as a table split over two or three boxes; the text is the same.
+    """
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        joined = []
+        for output in cell.outputs:
+            previous = joined[-1] if joined else None
+            if (output.output_type == "stream" and previous is not None
+                    and previous.output_type == "stream" and previous.name == output.name):
+                previous.text += output.text
+            else:
+                joined.append(output)
+        cell.outputs = joined
     return nb
 

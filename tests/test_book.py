@@ -79,3 +79,19 @@ def test_two_notebooks_execute_at_once(tmp_path):
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda nb: execute_notebook(nb, tmp_path), books))
     assert [nb.cells[0].outputs[0].text.strip() for nb in books] == ["1", "2"]
+
+
+def test_consecutive_prints_to_a_stream_are_one_output():
+    import nbformat
+
+    from scripts.book import join_streams
+
+    cell = nbformat.v4.new_code_cell("print(1)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="a\n"),
+                    nbformat.v4.new_output("stream", name="stdout", text="b\n"),
+                    nbformat.v4.new_output("stream", name="stderr", text="c\n"),
+                    nbformat.v4.new_output("stream", name="stdout", text="d\n")]
+    nb = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("x")])
+    out = join_streams(nb).cells[0].outputs
+    assert [(o.name, o.text) for o in out] == [("stdout", "a\nb\n"), ("stderr", "c\n"),
+                                                ("stdout", "d\n")]

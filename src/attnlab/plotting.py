@@ -301,7 +301,7 @@ def method_style(method: str) -> MethodStyle:
     ValueError
         For a name the table does not know (the message lists the names).
 
-    Not taught: the book's colour table.
+    Taught in chapter 05.
     """
     key = method if method in METHOD_STYLES else _METHOD_ALIASES.get(method.strip())
     if key is None:
@@ -328,7 +328,7 @@ def set_ylabel_horizontal(ax: plt.Axes, text: str, *, where: str = "above") -> T
     matplotlib Text
         The axis label.
 
-    Not taught: the style's horizontal labels (the chapter that first imports it says so).
+    Taught in chapter 01.
     """
     if where not in ("above", "left"):
         raise ValueError(f"where={where!r} は 'above' か 'left' のどちらかです")
@@ -359,7 +359,7 @@ def set_colorbar_label(colorbar: Colorbar, text: str) -> Text:
     matplotlib Text
         The label (the colour bar's axes title).
 
-    Not taught: the style's horizontal labels (the chapter that first imports it says so).
+    Taught in chapter 01.
     """
     colorbar.set_label("")
     return colorbar.ax.set_title(text, fontsize=SMALL_FONT_SIZE, loc="center", pad=6)

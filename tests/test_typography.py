@@ -1,0 +1,66 @@
+"""Japanese typography of every page a reader sees (issue 34): no line break inside a
+Japanese paragraph (browsers draw it as a space: 「その 直後の」), no space between two
+Japanese characters or next to Japanese punctuation, one space between Japanese letters
+and Latin letters, digits, inline code or math. ``make typography`` fixes the sources."""
+
+import re
+
+import pytest
+
+from scripts.book import ROOT
+from scripts.ja_typography import default_files, fix_markdown, markdown_sources, problems
+
+FILES = default_files()
+
+
+def test_every_page_of_the_book_is_checked():
+    names = {path.relative_to(ROOT).as_posix() for path in FILES}
+    assert "notebooks/01_attention_review.ipynb" in names and "book/instructor.md" in names
+    assert len([n for n in names if n.endswith(".ipynb")]) == 11, sorted(names)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_stray_space_in_japanese_text(path):
+    found = [f"{where} 行 {p.line + 1} [{p.rule}] …{p.context}…"
+             for where, text in markdown_sources(path) for p in problems(text)]
+    assert not found, (f"{path.relative_to(ROOT)}: 日本語の組版の問題 {len(found)} 件"
+                       "（make typography で直せます）:\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize(("text", "fixed"), [
+    # a paragraph wrapped between two Japanese characters becomes one line
+    ("その\n直後のセルで", "その直後のセルで"),
+    # no space between Japanese characters or next to Japanese punctuation
+    ("と、 アテンションに", "と、アテンションに"),
+    ("毎回\n再計算して", "毎回再計算して"),
+    # one space between a Japanese letter and a digit, Latin, code or math
+    ("3つのヘッド", "3 つのヘッド"),
+    ("`x`の形", "`x` の形"),
+    ("$d_k$で割る", "$d_k$ で割る"),
+    ("RoPEは回転", "RoPE は回転"),
+    # markup is transparent: **重み** next to Japanese keeps no space
+    ("この **重み** は", "この**重み**は"),
+    # a line break a writer meant (two trailing spaces) stays
+    ("一行目  \n二行目", "一行目  \n二行目"),
+    # code fences and display math are left alone
+    ("```python\nx = 1  # 日本語 の コメント\n```", "```python\nx = 1  # 日本語 の コメント\n```"),
+    ("$$\n\\text{重み} \\; = 1\n$$", "$$\n\\text{重み} \\; = 1\n$$"),
+])
+def test_the_rules(text, fixed):
+    assert fix_markdown(text) == fixed
+    assert problems(fixed) == []
+    assert fix_markdown(fixed) == fixed  # idempotent
+
+
+def test_a_fix_changes_whitespace_only_and_never_the_markdown_structure():
+    # ** next to 「 would stop being bold without its space: the space stays
+    text = "次の **「ヘッド」** を見ます。\n続けて `W_O` を\n掛けます。"
+    fixed = fix_markdown(text)
+    assert re.sub(r"\s", "", fixed) == re.sub(r"\s", "", text)
+    assert "\n" not in fixed
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_fixing_a_page_changes_only_whitespace(path):
+    for where, text in markdown_sources(path):
+        assert re.sub(r"\s", "", fix_markdown(text)) == re.sub(r"\s", "", text), where

@@ -309,12 +309,6 @@ KNOWN_UNTIL_PASS_2: tuple[tuple[str, str, str, str], ...] = (
      "今日 10.6 px：10 pt、883 px を 672 px で"),
     ("notebooks/06_sinusoidal_encoding", "old-style-figure", "fig-06-batch-bug",
      "今日 11.5 px：10 pt、811 px を 672 px で"),
-    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-accuracy-by-length",
-     "今日 10.4 px：10 pt、894 px を 672 px で"),
-    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-accuracy-by-position",
-     "今日 10.2 px：10 pt、911 px を 672 px で"),
-    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-finetune",
-     "今日 10.2 px：10 pt、911 px を 672 px で"),
     ("notebooks/11_summary", "old-style-figure", "fig-11-encodings-by-length",
      "今日 10.4 px：9 pt、810 px を 672 px で"),
 )

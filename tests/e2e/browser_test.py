@@ -249,8 +249,6 @@ UNFOCUS_JS = """() => {
 KNOWN_UNTIL_PASS_2: tuple[tuple[str, str, str, str], ...] = (
     ("notebooks/06_sinusoidal_encoding", "math-backslash", r"(\text{max\_len}, 1, D)",
      r"\_ は \text の中で字になる：\mathrm{max\_len} か \text{max_len} に"),
-    ("notebooks/11_summary", "math-backslash", r"\text{positions} \cdot \text{train\_len}",
-     r"\text{train\_len}, \text{target\_len}"),
     ("notebooks/01_attention_review", "old-style-figure", "fig-01-shapes",
      "今日 12.3 px：12 pt、911 px を 672 px で"),
     ("notebooks/01_attention_review", "old-style-figure", "fig-01-weights",
@@ -309,8 +307,6 @@ KNOWN_UNTIL_PASS_2: tuple[tuple[str, str, str, str], ...] = (
      "今日 10.6 px：10 pt、883 px を 672 px で"),
     ("notebooks/06_sinusoidal_encoding", "old-style-figure", "fig-06-batch-bug",
      "今日 11.5 px：10 pt、811 px を 672 px で"),
-    ("notebooks/11_summary", "old-style-figure", "fig-11-encodings-by-length",
-     "今日 10.4 px：9 pt、810 px を 672 px で"),
 )
 
 # axe-core's impacts, worst first; a violation of the first two fails the test.

@@ -247,16 +247,6 @@ UNFOCUS_JS = """() => {
 # characters; "unit-wrap" — a table cell's first 40 characters and its number and unit.
 # The second pass empties it.
 KNOWN_UNTIL_PASS_2: tuple[tuple[str, str, str, str], ...] = (
-    ("notebooks/11_summary", "math-backslash", r"\text{positions} \cdot \text{train\_len}",
-     r"\text{train\_len}, \text{target\_len}"),
-    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-accuracy-by-length",
-     "今日 10.4 px：10 pt、894 px を 672 px で"),
-    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-accuracy-by-position",
-     "今日 10.2 px：10 pt、911 px を 672 px で"),
-    ("notebooks/10_length_generalization", "old-style-figure", "fig-10-finetune",
-     "今日 10.2 px：10 pt、911 px を 672 px で"),
-    ("notebooks/11_summary", "old-style-figure", "fig-11-encodings-by-length",
-     "今日 10.4 px：9 pt、810 px を 672 px で"),
 )
 
 # axe-core's impacts, worst first; a violation of the first two fails the test.

@@ -114,7 +114,8 @@ BREAK = "\ue002"
 _WS = f"[ \t{BREAK}]+"
 _RULES = {
     # pattern on the protected text → replacement; whitespace only
-    "ja-markup-ja": (re.compile(f"({JA}{MARKUP}+){_WS}({MARKUP}*{JA})|({JA}{MARKUP}*){_WS}({MARKUP}+{JA})"),
+    "ja-markup-ja": (re.compile(f"({JA}{MARKUP}+){_WS}({MARKUP}*{JA})"
+                                f"|({JA}{MARKUP}*){_WS}({MARKUP}+{JA})"),
                      r"\1\2\3\4"),
     "ja-break-ja": (re.compile(f"({JA}{MARKUP}*){BREAK}({MARKUP}*{JA})"), r"\1\2"),
     "punct-after": (re.compile(f"({JA_PUNCT}{MARKUP}*){_WS}"), r"\1"),
@@ -222,9 +223,10 @@ def problems(text: str) -> list[Problem]:
             continue
         if len(fixed) < len(block):
             n = next(i for i in range(len(block) - 1) if not block[i].endswith(("  ", "\\")))
-            found.append(Problem("break", start + n, block[n][-12:] + "⏎" + block[n + 1].strip()[:12]))
+            context = block[n][-12:] + "⏎" + block[n + 1].strip()[:12]
+            found.append(Problem("break", start + n, context))
             continue
-        for n, (old, new) in enumerate(zip(block, fixed)):
+        for n, (old, new) in enumerate(zip(block, fixed, strict=True)):
             if old != new:
                 i = next(k for k in range(min(len(old), len(new))) if old[k] != new[k])
                 found.append(Problem("space", start + n, old[max(0, i - 10): i + 10]))

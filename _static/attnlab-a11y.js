@@ -31,6 +31,11 @@
     //    deprecated in DPUB-ARIA 1.1 that axe does not accept as a list item.
     document.querySelectorAll('[role="list"] > [role="doc-biblioentry"]').forEach(
       function (entry) { entry.setAttribute("role", "listitem"); });
+    // 5. label-content-name-mismatch: myst-nb's folded cell (tag hide-input, each chapter's
+    //    setup cell) is a <summary aria-label="Toggle hidden content"> whose visible text is
+    //    the prompt of _config.yml (nb_code_prompt_show/hide). Its name is its visible text.
+    document.querySelectorAll('summary[aria-label="Toggle hidden content"]').forEach(
+      function (summary) { summary.removeAttribute("aria-label"); });
   }
 
   // 4. scrollable-region-focusable: pydata-sphinx-theme gives a scrollable code block or

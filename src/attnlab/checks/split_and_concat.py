@@ -180,8 +180,8 @@ def check_split_heads(func: Callable) -> None:
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        True (``.passed``) if every hidden case matches.
 
     Taught in chapter 03.
     """
@@ -397,8 +397,8 @@ def check_multi_head_attention(func: Callable) -> None:
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        True (``.passed``) if every hidden case matches.
 
     Taught in chapter 03.
     """

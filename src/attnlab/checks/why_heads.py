@@ -111,8 +111,8 @@ def check_heads_output(func: Callable) -> None:
 
     Returns
     -------
-    bool
-        True if every hidden case matches.
+    CheckResult
+        True (``.passed``) if every hidden case matches.
 
     Taught in chapter 02.
     """

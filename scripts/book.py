@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 from nbclient import NotebookClient
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,22 +108,12 @@ def execute_notebook(nb, folder: Path, timeout: int = TIMEOUT):
 
 
 def join_streams(nb):
-    """``nb`` with each cell's consecutive outputs to the same stream joined into one.
+    """``nb`` with each cell's consecutive outputs to the same stream joined into one
+    (nbconvert's ``CoalesceStreamsPreprocessor``, which also applies carriage returns).
 
     A loaded kernel flushes a long print in several messages, which the book would show
     as a table split over two or three boxes; the text is the same.
     """
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        joined = []
-        for output in cell.outputs:
-            previous = joined[-1] if joined else None
-            if (output.output_type == "stream" and previous is not None
-                    and previous.output_type == "stream" and previous.name == output.name):
-                previous.text += output.text
-            else:
-                joined.append(output)
-        cell.outputs = joined
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     return nb
 

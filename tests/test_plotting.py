@@ -391,3 +391,14 @@ def test_a_figure_without_a_colour_map_is_stored_with_a_palette_and_a_map_is_not
     ax.imshow(np.random.default_rng(0).random((8, 8)))
     assert _png(book_png(fig)).mode == "RGBA"  # a palette would band the colour map
     assert book_png(fig) == book_png(fig)
+
+
+def test_every_method_name_of_chapters_10_and_11_has_its_book_style():
+    from attnlab.experiments.length_generalization import LENGTH_METHODS
+    from attnlab.experiments.summary import SHORT_TABLE
+    from attnlab.plotting import METHOD_STYLES, method_style
+
+    learned = METHOD_STYLES["learned"]
+    assert method_style("学習（4L 行）") == learned and method_style(SHORT_TABLE) == learned
+    for method in LENGTH_METHODS:
+        assert method_style(method) in METHOD_STYLES.values(), method

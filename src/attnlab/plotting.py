@@ -287,7 +287,8 @@ METHOD_COLOURS: dict[str, str] = {key: style.colour for key, style in METHOD_STY
 _METHOD_ALIASES = {
     "none": "nope", "なし": "nope", "位置なし": "nope", "NoPE": "nope",
     "正弦波": "sinusoidal", "学習可能": "learned", "学習可能な位置": "learned",
-    "学習": "learned", "RoPE": "rope", "外挿": "rope", "RoPE 外挿": "rope",
+    "学習": "learned", "学習（4L 行）": "learned", "学習（L 行）": "learned",  # ch. 10, 11
+    "RoPE": "rope", "外挿": "rope", "RoPE 外挿": "rope",
     "PI": "pi", "RoPE+PI": "pi", "NTK": "ntk", "RoPE+NTK": "ntk",
     "YaRN": "yarn", "RoPE+YaRN": "yarn", "ALiBi": "alibi",
 }

@@ -1,0 +1,150 @@
+"""Tables of results: a real table in the book, JupyterLab and Colab, aligned text elsewhere.
+
+A chapter that prints a table with ``print`` lines pads its columns with spaces; in a
+proportional Japanese font (the book, Colab) the columns drift apart, and a Japanese
+header can never line up with the numbers under it. :class:`ResultTable` is shown instead:
+
+- as HTML (``_repr_html_``): a ``<table>`` with a caption, column headers, the first
+  column as row headers when it holds names, numbers right-aligned in tabular figures
+  (``_static/attnlab-typography.css``), and a note under it;
+- as text (``__str__`` and ``text/plain``, what a terminal, ``print`` and the tests see):
+  the same rows with the columns padded by their width on screen (a Japanese character is
+  two columns wide in a fixed-width font).
+
+The chapter formats every number itself (``f"{x:.2f}"``): a cell is a ``str`` or an
+``int``, never a ``float``, so a table shows only the digits the chapter chose.
+
+>>> table = ResultTable(["方法", "2L"], [["RoPE", "1.00"], ["ALiBi", "0.90"]])
+>>> print(table)
+方法     2L
+RoPE   1.00
+ALiBi  0.90
+
+Not taught: how a result is displayed, not what it shows.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from collections.abc import Sequence
+
+__all__ = ["ResultTable", "text_width"]
+
+#: A cell that reads as a number (right-aligned): it starts with a digit, a sign, or a
+#: mark that stands for a missing number (× — –).
+_NUMBER = re.compile(r"^[\s]*[-−+]?[\d.×—–]")
+
+
+def text_width(text: str) -> int:
+    """Columns ``text`` takes in a fixed-width font: 2 for a wide (Japanese) character.
+
+    Not taught: how a result is displayed.
+    """
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    gap = " " * (width - text_width(text))
+    return gap + text if right else text + gap
+
+
+def _lines_html(text: str) -> str:
+    """A title or a note of several lines (``\\n``) as HTML."""
+    return "<br>".join(html.escape(line) for line in text.split("\n"))
+
+
+def _cell_text(value, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise TypeError(
+            f"表のセル {where} は文字列か整数にしてください（桁を決めて f\"{{x:.2f}}\" のように"
+            f"書く）: {value!r}（{type(value).__name__}）")
+    return str(value)
+
+
+class ResultTable:
+    """A table of results with its column headers, shown as HTML or as aligned text.
+
+    ``columns``: the headers; ``rows``: one sequence of cells per row, each as long as
+    ``columns``, each cell a ``str`` or an ``int``. ``title`` goes above the table (the
+    HTML caption), ``note`` below it (e.g. what ``×`` means); either may have several
+    lines (``"\\n"``), e.g. a legend of what the columns' letters stand for.
+    ``align``: one ``"l"`` or ``"r"`` per column; by default a column whose cells all
+    read as numbers is right-aligned, any other left-aligned. When the first column is
+    left-aligned (names), its cells are the rows' headers.
+
+    Not taught: how a result is displayed, not what it shows.
+    """
+
+    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[str | int]], *,
+                 title: str = "", note: str = "", align: str | None = None):
+        if isinstance(columns, str) or not columns:
+            raise ValueError(f"columns は見出しの並び（1 つ以上）にしてください: {columns!r}")
+        self.columns = [_cell_text(c, f"columns[{j}]") for j, c in enumerate(columns)]
+        self.rows: list[list[str]] = []
+        for i, row in enumerate(rows):
+            if isinstance(row, str) or len(row) != len(self.columns):
+                raise ValueError(
+                    f"rows[{i}] のセルの数が見出しの数 {len(self.columns)} と違います: {row!r}")
+            self.rows.append([_cell_text(v, f"rows[{i}][{j}]") for j, v in enumerate(row)])
+        if align is None:
+            align = "".join(
+                "r" if self.rows and all(_NUMBER.match(row[j]) for row in self.rows) else "l"
+                for j in range(len(self.columns)))
+        if len(align) != len(self.columns) or set(align) - {"l", "r"}:
+            raise ValueError(
+                f"align は列ごとに l か r を 1 文字ずつ（{len(self.columns)} 文字）: {align!r}")
+        self.align = align
+        self.title = str(title)
+        self.note = str(note)
+
+    def lines(self) -> list[str]:
+        """The table as lines of text, columns padded to their on-screen width."""
+        table = [self.columns, *self.rows]
+        widths = [max(text_width(row[j]) for row in table) for j in range(len(self.columns))]
+        lines = [self.title] if self.title else []
+        for row in table:
+            cells = [_pad(text, width, side == "r")
+                     for text, width, side in zip(row, widths, self.align, strict=True)]
+            lines.append("  ".join(cells).rstrip())
+        if self.note:
+            lines.append(self.note)
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's text/plain
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        def cell(tag: str, text: str, j: int, scope: str = "") -> str:
+            # the alignment inline too: JupyterLab and Colab do not have the book's CSS
+            if self.align[j] == "r":
+                style = (' class="attnlab-number" style="text-align: right;'
+                         ' font-variant-numeric: tabular-nums; white-space: nowrap"')
+            else:
+                style = ' style="text-align: left"'
+            scope = f' scope="{scope}"' if scope else ""
+            return f"<{tag}{scope}{style}>{html.escape(text)}</{tag}>"
+
+        row_headers = self.align[0] == "l"
+        parts = ['<div class="attnlab-result-table"><table>']
+        if self.title:
+            parts.append(f"<caption>{_lines_html(self.title)}</caption>")
+        parts.append("<thead><tr>" + "".join(
+            cell("th", text, j, "col") for j, text in enumerate(self.columns)) + "</tr></thead>")
+        parts.append("<tbody>")
+        for row in self.rows:
+            parts.append("<tr>" + "".join(
+                cell("th", text, j, "row") if j == 0 and row_headers else cell("td", text, j)
+                for j, text in enumerate(row)) + "</tr>")
+        parts.append("</tbody></table>")
+        if self.note:
+            parts.append(f'<p class="attnlab-table-note">{_lines_html(self.note)}</p>')
+        parts.append("</div>")
+        return "".join(parts)

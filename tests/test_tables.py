@@ -1,0 +1,121 @@
+"""ResultTable: the chapters' tables of results as HTML and as aligned text."""
+
+import html.parser
+
+import pytest
+
+from attnlab.tables import ResultTable, text_width
+
+
+def test_text_width_counts_a_japanese_character_as_two_columns():
+    assert text_width("RoPE") == 4
+    assert text_width("方法") == 4
+    assert text_width("学習（4L 行）") == 13
+
+
+def test_text_columns_line_up_under_japanese_headers():
+    table = ResultTable(["方法", "2L", "正解率（最小）"],
+                        [["RoPE+YaRN", "1.00", "0.94"], ["位置なし", "0.13", "0.12"]])
+    lines = str(table).splitlines()
+    assert lines == ["方法         2L  正解率（最小）",
+                     "RoPE+YaRN  1.00            0.94",
+                     "位置なし   0.13            0.12"]
+    # every line ends its columns at the same screen column
+    assert len({text_width(line) for line in lines}) == 1
+
+
+def test_title_and_note_frame_the_rows_in_text_and_html():
+    table = ResultTable(["方法", "4L"], [["学習（L 行）", "×"]],
+                        title="長さ別の正解率", note="× = 実行不可")
+    lines = str(table).splitlines()
+    assert lines[0] == "長さ別の正解率" and lines[-1] == "× = 実行不可"
+    page = table._repr_html_()
+    assert "<caption>長さ別の正解率</caption>" in page
+    assert '<p class="attnlab-table-note">× = 実行不可</p>' in page
+
+
+class _Cells(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.cells, self._open = [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("th", "td"):
+            self._open = (tag, dict(attrs), [])
+
+    def handle_data(self, data):
+        if self._open:
+            self._open[2].append(data)
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td") and self._open:
+            kind, attrs, text = self._open
+            self.cells.append((kind, attrs.get("scope"), attrs.get("style", ""), "".join(text)))
+            self._open = None
+
+
+def test_html_has_column_and_row_headers_and_right_aligned_numbers():
+    table = ResultTable(["方法", "L = 16", "2L = 32"],
+                        [["RoPE 外挿", "1.00 (1.00–1.00)", "0.48 (0.46–0.49)"],
+                         ["ALiBi", "0.90 (0.90–0.91)", "0.90 (0.90–0.90)"]])
+    parser = _Cells()
+    parser.feed(table._repr_html_())
+    header, first = parser.cells[:3], parser.cells[3:6]
+    assert [(kind, scope) for kind, scope, _, _ in header] == [("th", "col")] * 3
+    assert first[0][:2] == ("th", "row") and first[0][3] == "RoPE 外挿"
+    assert "text-align: left" in first[0][2]
+    assert all(kind == "td" and "text-align: right" in style for kind, _, style, _ in first[1:])
+    assert first[2][3] == "0.48 (0.46–0.49)"
+
+
+def test_html_escapes_the_text_of_cells():
+    page = ResultTable(["a<b"], [["x & y"]])._repr_html_()
+    assert "a&lt;b" in page and "x &amp; y" in page and "a<b" not in page
+
+
+def test_a_numeric_first_column_is_data_and_align_can_be_set():
+    table = ResultTable(["h", "d_k"], [[1, 64], [16, 4]])
+    assert table.align == "rr" and "<th scope=\"row\"" not in table._repr_html_()
+    assert str(table).splitlines() == [" h  d_k", " 1   64", "16    4"]
+    assert ResultTable(["長さ", "1 つ前"], [["2L", "0.26"]], align="lr").align == "lr"
+
+
+def test_ipython_shows_the_text_and_the_html():
+    from IPython.core.formatters import DisplayFormatter
+
+    table = ResultTable(["方法", "2L"], [["RoPE", "1.00"]], title="表")
+    data, _ = DisplayFormatter().format(table)
+    assert data["text/plain"] == str(table)
+    assert data["text/html"].startswith('<div class="attnlab-result-table">')
+
+
+@pytest.mark.parametrize(("kwargs", "named"), [
+    (dict(columns=["a"], rows=[[0.123]]), "rows[0][0]"),
+    (dict(columns=["a", "b"], rows=[["1"]]), "rows[0]"),
+    (dict(columns="ab", rows=[]), "columns"),
+    (dict(columns=["a"], rows=[[True]]), "rows[0][0]"),
+    (dict(columns=["a"], rows=[["1"]], align="x"), "align"),
+])
+def test_bad_input_is_refused_in_japanese_naming_the_argument(kwargs, named):
+    with pytest.raises((TypeError, ValueError)) as err:
+        ResultTable(**kwargs)
+    assert named in str(err.value)
+    assert any("\u3040" <= ch <= "\u30ff" for ch in str(err.value))
+
+
+def test_the_module_example_holds():
+    import doctest
+
+    import attnlab.tables
+
+    assert doctest.testmod(attnlab.tables).failed == 0
+
+
+def test_a_title_and_a_note_of_several_lines():
+    table = ResultTable(["d_k", "(a)"], [[4, "0.42"]], title="(a) 最大の重み\n(b) 同・割る",
+                        note="注 1\n注 2 <")
+    assert str(table).splitlines()[:2] == ["(a) 最大の重み", "(b) 同・割る"]
+    assert str(table).splitlines()[-2:] == ["注 1", "注 2 <"]
+    page = table._repr_html_()
+    assert "<caption>(a) 最大の重み<br>(b) 同・割る</caption>" in page
+    assert "注 1<br>注 2 &lt;" in page

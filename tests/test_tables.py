@@ -2,6 +2,7 @@
 
 import html.parser
 
+import numpy as np
 import pytest
 
 from attnlab.tables import ResultTable, text_width
@@ -9,6 +10,7 @@ from attnlab.tables import ResultTable, text_width
 
 def test_text_width_counts_a_japanese_character_as_two_columns():
     assert text_width("RoPE") == 4
+    assert text_width("γ̃") == 1  # a combining tilde takes no column
     assert text_width("方法") == 4
     assert text_width("学習（4L 行）") == 13
 
@@ -30,7 +32,7 @@ def test_title_and_note_frame_the_rows_in_text_and_html():
     lines = str(table).splitlines()
     assert lines[0] == "長さ別の正解率" and lines[-1] == "× = 実行不可"
     page = table._repr_html_()
-    assert "<caption>長さ別の正解率</caption>" in page
+    assert '<p class="attnlab-table-title">長さ別の正解率</p>' in page
     assert '<p class="attnlab-table-note">× = 実行不可</p>' in page
 
 
@@ -94,6 +96,7 @@ def test_ipython_shows_the_text_and_the_html():
     (dict(columns=["a", "b"], rows=[["1"]]), "rows[0]"),
     (dict(columns="ab", rows=[]), "columns"),
     (dict(columns=["a"], rows=[[True]]), "rows[0][0]"),
+    (dict(columns=["a"], rows=[[np.float64(0.5)]]), "rows[0][0]"),
     (dict(columns=["a"], rows=[["1"]], align="x"), "align"),
 ])
 def test_bad_input_is_refused_in_japanese_naming_the_argument(kwargs, named):
@@ -117,5 +120,13 @@ def test_a_title_and_a_note_of_several_lines():
     assert str(table).splitlines()[:2] == ["(a) 最大の重み", "(b) 同・割る"]
     assert str(table).splitlines()[-2:] == ["注 1", "注 2 <"]
     page = table._repr_html_()
-    assert "<caption>(a) 最大の重み<br>(b) 同・割る</caption>" in page
+    assert '<p class="attnlab-table-title">(a) 最大の重み<br>(b) 同・割る</p>' in page
     assert "注 1<br>注 2 &lt;" in page
+
+
+def test_numpy_integers_are_integers_and_row_headers_can_be_asked_for():
+    table = ResultTable(["実行", "正解率"], [[np.int64(1), "0.97"]], row_headers=True)
+    assert str(table).splitlines()[1] == "   1    0.97"
+    assert '<th scope="row"' in table._repr_html_()
+    assert '<th scope="row"' not in ResultTable(["方法"], [["RoPE"]],
+                                                row_headers=False)._repr_html_()

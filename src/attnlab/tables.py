@@ -4,7 +4,7 @@ A chapter that prints a table with ``print`` lines pads its columns with spaces;
 proportional Japanese font (the book, Colab) the columns drift apart, and a Japanese
 header can never line up with the numbers under it. :class:`ResultTable` is shown instead:
 
-- as HTML (``_repr_html_``): a ``<table>`` with a caption, column headers, the first
+- as HTML (``_repr_html_``): a title, a ``<table>`` with column headers, the first
   column as row headers when it holds names, numbers right-aligned in tabular figures
   (``_static/attnlab-typography.css``), and a note under it;
 - as text (``__str__`` and ``text/plain``, what a terminal, ``print`` and the tests see):
@@ -26,6 +26,7 @@ Not taught: how a result is displayed, not what it shows.
 from __future__ import annotations
 
 import html
+import numbers
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -38,11 +39,13 @@ _NUMBER = re.compile(r"^[\s]*[-−+]?[\d.×—–]")
 
 
 def text_width(text: str) -> int:
-    """Columns ``text`` takes in a fixed-width font: 2 for a wide (Japanese) character.
+    """Columns ``text`` takes in a fixed-width font: 2 for a wide (Japanese) character,
+    0 for a combining mark (the tilde of ``γ̃``).
 
     Not taught: how a result is displayed.
     """
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def _pad(text: str, width: int, right: bool) -> str:
@@ -56,11 +59,12 @@ def _lines_html(text: str) -> str:
 
 
 def _cell_text(value, where: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
+    # an integer of numpy's is an integer too; a float (of any kind) is refused
+    if isinstance(value, bool) or not isinstance(value, str | numbers.Integral):
         raise TypeError(
             f"表のセル {where} は文字列か整数にしてください（桁を決めて f\"{{x:.2f}}\" のように"
             f"書く）: {value!r}（{type(value).__name__}）")
-    return str(value)
+    return str(value) if isinstance(value, str) else str(int(value))
 
 
 class ResultTable:
@@ -71,14 +75,19 @@ class ResultTable:
     HTML caption), ``note`` below it (e.g. what ``×`` means); either may have several
     lines (``"\\n"``), e.g. a legend of what the columns' letters stand for.
     ``align``: one ``"l"`` or ``"r"`` per column; by default a column whose cells all
-    read as numbers is right-aligned, any other left-aligned. When the first column is
-    left-aligned (names), its cells are the rows' headers.
+    read as numbers is right-aligned, any other left-aligned. ``row_headers``: whether
+    the first column's cells head their rows (HTML ``<th scope="row">``); by default, when
+    the first column is left-aligned (names).
 
-    Not taught: how a result is displayed, not what it shows.
+    Chapter 01 introduces it with its first table; every chapter shows its tables of
+    results with it.
+
+    Taught in chapter 01.
     """
 
     def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[str | int]], *,
-                 title: str = "", note: str = "", align: str | None = None):
+                 title: str = "", note: str = "", align: str | None = None,
+                 row_headers: bool | None = None):
         if isinstance(columns, str) or not columns:
             raise ValueError(f"columns は見出しの並び（1 つ以上）にしてください: {columns!r}")
         self.columns = [_cell_text(c, f"columns[{j}]") for j, c in enumerate(columns)]
@@ -96,6 +105,7 @@ class ResultTable:
             raise ValueError(
                 f"align は列ごとに l か r を 1 文字ずつ（{len(self.columns)} 文字）: {align!r}")
         self.align = align
+        self.row_headers = align[0] == "l" if row_headers is None else bool(row_headers)
         self.title = str(title)
         self.note = str(note)
 
@@ -132,18 +142,21 @@ class ResultTable:
             scope = f' scope="{scope}"' if scope else ""
             return f"<{tag}{scope}{style}>{html.escape(text)}</{tag}>"
 
-        row_headers = self.align[0] == "l"
-        parts = ['<div class="attnlab-result-table"><table>']
+        # the title above the table, as wide as the column (a caption would be only as
+        # wide as the table: a narrow table folded its title onto many lines)
+        parts = ['<div class="attnlab-result-table">']
         if self.title:
-            parts.append(f"<caption>{_lines_html(self.title)}</caption>")
+            parts.append(f'<p class="attnlab-table-title">{_lines_html(self.title)}</p>')
+        parts.append('<div class="attnlab-table-scroll"><table>')
         parts.append("<thead><tr>" + "".join(
             cell("th", text, j, "col") for j, text in enumerate(self.columns)) + "</tr></thead>")
         parts.append("<tbody>")
         for row in self.rows:
             parts.append("<tr>" + "".join(
-                cell("th", text, j, "row") if j == 0 and row_headers else cell("td", text, j)
+                cell("th", text, j, "row") if j == 0 and self.row_headers
+                else cell("td", text, j)
                 for j, text in enumerate(row)) + "</tr>")
-        parts.append("</tbody></table>")
+        parts.append("</tbody></table></div>")
         if self.note:
             parts.append(f'<p class="attnlab-table-note">{_lines_html(self.note)}</p>')
         parts.append("</div>")

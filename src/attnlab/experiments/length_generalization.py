@@ -329,7 +329,9 @@ def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN, *,
     ``np.random.default_rng(seed)`` is split into one stream per kind, so each kind's run
     is the same whichever other kinds are trained.
 
-    Taught in chapter 10.
+    :func:`train_study`, which chapter 10 calls, makes the same runs on every core.
+
+    Not taught: the runs of one seed, one after the other.
     """
     streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))
     return {kind: train_short(length_config(kind, train_len), task, rng=stream,
@@ -351,8 +353,10 @@ def on_cores(func, calls: list, *, workers: int | None = None) -> list:
     The calls must be independent (each with its own generator): then the results are
     the same, bit for bit, as one call after the other. The processes are started
     fresh ("spawn", as on macOS and Windows; a running Jupyter kernel is never forked),
-    at most :data:`MAX_WORKERS` and no more than the cores; with one core or one call,
-    everything runs here. ``func`` must be importable (a function of ``attnlab``).
+    at most :data:`MAX_WORKERS` and no more than the cores, for this call only; with one
+    core or one call, everything runs here. ``func`` must be importable (a function of
+    ``attnlab``), and every setting it needs must be in ``calls``: a fresh process
+    imports the modules anew and does not see a module's constants changed in this one.
 
     Not taught: it makes the chapter faster on a machine of two or more cores.
     """
@@ -362,39 +366,46 @@ def on_cores(func, calls: list, *, workers: int | None = None) -> list:
     if workers <= 1:
         return [func(*args) for args in calls]
     context = multiprocessing.get_context("spawn")
+    # the processes end with the call: none is left waiting in the kernel, and an
+    # interrupted cell (Kernel → Interrupt) leaves nothing behind for the next one
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         return list(pool.map(func, *zip(*calls, strict=True)))
 
 
 def _train_kind(seed: int, kind: str, task, train_len: int, steps: int) -> TrainedRun:
     """The run of ``kind`` that :func:`train_kinds` makes for ``seed``."""
-    stream = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))[list(TRAINED_KINDS).index(kind)]
+    streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))  # as train_kinds
+    stream = streams[list(TRAINED_KINDS).index(kind)]
     return train_short(length_config(kind, train_len), task, rng=stream, train_len=train_len,
                        steps=steps)
 
 
 def train_study(seeds, task, train_len: int = LENGTH_TRAIN_LEN, *,
                 steps: int = LENGTH_STEPS, workers: int | None = None) -> dict:
-    """``{seed: train_kinds(seed, task, …)}`` for every seed, the runs on every core.
+    """Every kind of :data:`TRAINED_KINDS` trained at ``train_len`` for every seed.
+
+    For each seed, ``np.random.default_rng(seed)`` is split into one stream per kind,
+    so each kind's run is the same whichever other kinds or seeds are trained. The runs
+    are independent, so :func:`on_cores` shares them among the CPU cores; the result is
+    ``{seed: train_kinds(seed, task, …)}``, bit for bit.
 
     Returns
     -------
     dict
-        seed → {trained kind: :class:`TrainedRun`}, equal to :func:`train_kinds`'s.
+        seed → {trained kind: :class:`TrainedRun`}.
 
-    Not taught: :func:`train_kinds` for several seeds, shared by :func:`on_cores`.
+    Taught in chapter 10.
     """
     calls = [(seed, kind, task, train_len, steps) for seed in seeds for kind in TRAINED_KINDS]
     done = iter(on_cores(_train_kind, calls, workers=workers))
     return {seed: {kind: next(done) for kind in TRAINED_KINDS} for seed in seeds}
 
 
-def _finetune_seed(params: dict, config: ModelConfig, task, seed: int, factor: int,
-                   train_len: int) -> np.ndarray:
-    """One curve of :func:`finetune_comparison`: one seed's batches of ``factor``."""
-    setting = FINETUNE_SETTINGS[factor]
+def _finetune_seed(params: dict, config: ModelConfig, task, seed: int, setting: dict,
+                   length: int, train_len: int) -> np.ndarray:
+    """One curve of :func:`finetune_comparison`: one seed's batches of ``setting``."""
     eval_batch = task(np.random.default_rng(setting["eval_offset"] + seed),
-                      setting["eval_rows"], factor * train_len)  # (rows, factor · L)
+                      setting["eval_rows"], length)  # (rows, factor · L)
     return finetune_curve(params, config, task,
                           rng=np.random.default_rng(setting["train_offset"] + seed),
                           eval_batch=eval_batch, train_len=train_len,
@@ -423,7 +434,8 @@ def finetune_comparison(runs: dict, task, factor: int,
     config = length_config("RoPE", train_len)
     configs = {"RoPE 外挿": config,
                "RoPE+PI": method_config(config, "pi", train_len, length)}
-    calls = [(by_kind["RoPE"].params, cfg, task, seed, factor, train_len)
+    setting = FINETUNE_SETTINGS[factor]  # as this process has it, passed to every call
+    calls = [(by_kind["RoPE"].params, cfg, task, seed, setting, length, train_len)
              for cfg in configs.values() for seed, by_kind in runs.items()]
     curves = iter(on_cores(_finetune_seed, calls))
     return {name: np.stack([next(curves) for _ in runs]) for name in configs}  # (seeds, marks)

@@ -172,3 +172,46 @@ def test_the_toy_head_is_where_yarn_leaves_pair_0_alone():
         no_temp = method_config(length_config("RoPE"), "yarn_no_temp", 16, int(16 * s)).rope
         assert no_temp.attention_factor == 1.0
         np.testing.assert_array_equal(no_temp.inv_freq(8), yarn.inv_freq(8))
+
+
+def test_evaluation_batches_are_the_batches_of_evaluate_lengths():
+    from attnlab.experiments.length_generalization import evaluation_batches
+
+    runs = {kind: fresh(kind, seed) for seed, kind in enumerate(TRAINED_KINDS)}
+    study = evaluate_lengths(runs, TASK, rng=np.random.default_rng(10), rows=8)
+    batches = evaluation_batches(TASK, np.random.default_rng(10), rows=8)
+    assert [b.tokens.shape for b in batches] == [(8, 16), (8, 32), (8, 64)]
+    config = length_config("ALiBi")
+    again = [accuracy_from(runs["ALiBi"], b, config, start=0 if i == 0 else 16)
+             for i, b in enumerate(batches)]
+    np.testing.assert_array_equal(again, study["ALiBi"])
+
+
+def test_train_study_is_train_kinds_for_every_seed_on_two_processes():
+    # the runs shared among two fresh processes: bit for bit the runs of train_kinds
+    from attnlab.experiments.length_generalization import train_study
+
+    task = PreviousToken()
+    shared = train_study((0, 1), task, steps=2, workers=2)
+    assert list(shared) == [0, 1] and list(shared[1]) == list(TRAINED_KINDS)
+    for seed in (0, 1):
+        alone = train_kinds(seed, task, steps=2)
+        for kind in TRAINED_KINDS:
+            for name, value in alone[kind].params.items():
+                np.testing.assert_array_equal(shared[seed][kind].params[name], value)
+
+
+def test_on_cores_keeps_the_order_of_the_calls():
+    from attnlab.experiments.length_generalization import on_cores
+
+    assert on_cores(divmod, [(7, 2), (9, 4)], workers=1) == [(3, 1), (2, 1)]
+    assert on_cores(divmod, [(7, 2), (9, 4), (5, 5)], workers=2) == [(3, 1), (2, 1), (1, 0)]
+
+
+def test_finetune_settings_end_at_their_last_mark():
+    from attnlab.experiments.length_generalization import FINETUNE_MARKS, FINETUNE_SETTINGS
+
+    assert FINETUNE_SETTINGS[4]["marks"] == FINETUNE_MARKS
+    for setting in FINETUNE_SETTINGS.values():
+        marks = setting["marks"]
+        assert marks[0] == 0 and list(marks) == sorted(set(marks))

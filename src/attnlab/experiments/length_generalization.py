@@ -13,12 +13,20 @@ Two ablations of YaRN run on the same trained RoPE models and the same batches
 (:data:`LENGTH_ABLATIONS`): the ramp linear in the number of turns, as Peng et al. write
 it, and YaRN without its temperature. Both are inference-time changes: no training.
 
-Then a short fine-tune at 2L of the trained RoPE model, once as it is (extrapolation)
-and once with position interpolation: Chen et al.'s comparison in miniature.
+Then a short fine-tune at 2L and 4L of the trained RoPE model, once as it is
+(extrapolation) and once with position interpolation: Chen et al.'s comparison in
+miniature.
+
+The runs are independent (each draws from its own generator), so :func:`train_study`
+and :func:`finetune_comparison` share them among the CPU cores (:func:`on_cores`, not
+taught); the results are the same, bit for bit, as one run after the other.
 """
 
 import dataclasses
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -35,25 +43,34 @@ LENGTH_MODEL = dict(vocab_size=32, d_model=64, n_heads=8, n_layers=1, dtype="flo
 #: Training length L and the evaluation lengths L, 2L, 4L.
 LENGTH_TRAIN_LEN = 16
 LENGTH_FACTORS = (1, 2, 4)
-#: Training settings of every run.
-LENGTH_STEPS = 400
+#: Training settings of every run. 200 steps: the slowest kind (ALiBi) is at 0.9 at L
+#: on every seed by then (at 100 steps it was not); 400 steps moved no conclusion.
+LENGTH_STEPS = 200
 LENGTH_BATCH_SIZE = 32
 LENGTH_LR = 1e-2
-#: Rows of each evaluation batch.
-LENGTH_EVAL_ROWS = 256
-#: Fine-tuning at 2L: steps, and the steps after which the accuracy is measured.
+#: Rows of each evaluation batch: 64 rows count 960, 1,024 and 3,072 positions at L, 2L
+#: and 4L, a standard error of at most 0.016 on an accuracy (0.5 at 2L; 0.009 at 4L),
+#: below the spread between the seeds that the tables print.
+LENGTH_EVAL_ROWS = 64
+#: Fine-tuning at 4L: steps, and the steps after which the accuracy is measured.
 FINETUNE_STEPS = 40
 FINETUNE_MARKS = (0, 5, 10, 20, 40)
 #: The seeds of the chapter's study, and the evaluation batches' seeds (offset + seed).
 LENGTH_SEEDS = (0, 1, 2)
 LENGTH_EVAL_SEED_OFFSET = 100
-#: The fine-tunes, by length factor: rows of the evaluation batch, rows of each training
-#: batch (at 4L, 16 rows of 4L = 32 rows of 2L tokens a step), and the seed offsets of
-#: the evaluation batches and of the training batches (offset + seed).
+#: The fine-tunes, by length factor: the steps after which the accuracy is measured (the
+#: last is the number of steps; at 2L PI is past 0.95 by step 20 on every seed), rows of
+#: the evaluation batch, rows of each training batch (at 4L, 16 rows of 4L = 32 rows of
+#: 2L tokens a step), and the seed offsets of the evaluation batches and of the training
+#: batches (offset + seed).
 FINETUNE_SETTINGS = {
-    2: dict(eval_rows=256, batch_size=LENGTH_BATCH_SIZE, eval_offset=300, train_offset=400),
-    4: dict(eval_rows=128, batch_size=16, eval_offset=500, train_offset=600),
+    2: dict(marks=FINETUNE_MARKS[:4], eval_rows=LENGTH_EVAL_ROWS,
+            batch_size=LENGTH_BATCH_SIZE, eval_offset=300, train_offset=400),
+    4: dict(marks=FINETUNE_MARKS, eval_rows=LENGTH_EVAL_ROWS, batch_size=16,
+            eval_offset=500, train_offset=600),
 }
+#: At most this many processes share the runs (:func:`on_cores`).
+MAX_WORKERS = 4
 
 #: The trained kinds of model: label → ``positional`` of :class:`ModelConfig`.
 TRAINED_KINDS = {
@@ -206,6 +223,25 @@ def train_short(config: ModelConfig, task, *, rng: np.random.Generator,
     return TrainedRun(result.params, seconds, float(result.accuracy[-20:].mean()))
 
 
+def evaluation_batches(task, rng: np.random.Generator, train_len: int = LENGTH_TRAIN_LEN,
+                       factors=LENGTH_FACTORS, rows: int = LENGTH_EVAL_ROWS) -> list:
+    """The evaluation batches of :func:`evaluate_lengths`: one per length, in order.
+
+    An ``rng`` of the same seed gives the same batches, so a later cell can look again
+    at the very sequences the table was measured on.
+
+    Returns
+    -------
+    list of attnlab.tasks.Batch
+        One batch of ``rows`` rows per ``factor · train_len``.
+
+    Taught in chapter 10.
+    """
+    rng = generator(rng)
+    train_len = positive_int(train_len, "train_len")
+    return [task(rng, rows, positive_int(f, "factors の要素") * train_len) for f in factors]
+
+
 def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
                      train_len: int = LENGTH_TRAIN_LEN, factors=LENGTH_FACTORS,
                      rows: int = LENGTH_EVAL_ROWS,
@@ -234,10 +270,9 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
 
     Taught in chapter 10.
     """
-    rng = generator(rng)
     train_len = positive_int(train_len, "train_len")
     lengths = [positive_int(f, "factors の要素") * train_len for f in factors]
-    batches = [task(rng, rows, length) for length in lengths]  # tokens (rows, length)
+    batches = evaluation_batches(task, rng, train_len, factors, rows)  # (rows, length) each
     out = {}
     for method, (kind, scaling) in (LENGTH_METHODS if methods is None else methods).items():
         if kind not in runs:
@@ -294,7 +329,9 @@ def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN, *,
     ``np.random.default_rng(seed)`` is split into one stream per kind, so each kind's run
     is the same whichever other kinds are trained.
 
-    Taught in chapter 10.
+    :func:`train_study`, which chapter 10 calls, makes the same runs on every core.
+
+    Not taught: the runs of one seed, one after the other.
     """
     streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))
     return {kind: train_short(length_config(kind, train_len), task, rng=stream,
@@ -302,34 +339,103 @@ def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN, *,
             for kind, stream in zip(TRAINED_KINDS, streams, strict=True)}
 
 
+def _available_cores() -> int:
+    """The CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def on_cores(func, calls: list, *, workers: int | None = None) -> list:
+    """``[func(*args) for args in calls]``, the calls shared among the CPU cores.
+
+    The calls must be independent (each with its own generator): then the results are
+    the same, bit for bit, as one call after the other. The processes are started
+    fresh ("spawn", as on macOS and Windows; a running Jupyter kernel is never forked),
+    at most :data:`MAX_WORKERS` and no more than the cores, for this call only; with one
+    core or one call, everything runs here. ``func`` must be importable (a function of
+    ``attnlab``), and every setting it needs must be in ``calls``: a fresh process
+    imports the modules anew and does not see a module's constants changed in this one.
+
+    Not taught: it makes the chapter faster on a machine of two or more cores.
+    """
+    calls = [tuple(args) for args in calls]
+    if workers is None:
+        workers = min(len(calls), _available_cores(), MAX_WORKERS)
+    if workers <= 1:
+        return [func(*args) for args in calls]
+    context = multiprocessing.get_context("spawn")
+    # the processes end with the call: none is left waiting in the kernel, and an
+    # interrupted cell (Kernel → Interrupt) leaves nothing behind for the next one
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return list(pool.map(func, *zip(*calls, strict=True)))
+
+
+def _train_kind(seed: int, kind: str, task, train_len: int, steps: int) -> TrainedRun:
+    """The run of ``kind`` that :func:`train_kinds` makes for ``seed``."""
+    streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))  # as train_kinds
+    stream = streams[list(TRAINED_KINDS).index(kind)]
+    return train_short(length_config(kind, train_len), task, rng=stream, train_len=train_len,
+                       steps=steps)
+
+
+def train_study(seeds, task, train_len: int = LENGTH_TRAIN_LEN, *,
+                steps: int = LENGTH_STEPS, workers: int | None = None) -> dict:
+    """Every kind of :data:`TRAINED_KINDS` trained at ``train_len`` for every seed.
+
+    For each seed, ``np.random.default_rng(seed)`` is split into one stream per kind,
+    so each kind's run is the same whichever other kinds or seeds are trained. The runs
+    are independent, so :func:`on_cores` shares them among the CPU cores; the result is
+    ``{seed: train_kinds(seed, task, …)}``, bit for bit.
+
+    Returns
+    -------
+    dict
+        seed → {trained kind: :class:`TrainedRun`}.
+
+    Taught in chapter 10.
+    """
+    calls = [(seed, kind, task, train_len, steps) for seed in seeds for kind in TRAINED_KINDS]
+    done = iter(on_cores(_train_kind, calls, workers=workers))
+    return {seed: {kind: next(done) for kind in TRAINED_KINDS} for seed in seeds}
+
+
+def _finetune_seed(params: dict, config: ModelConfig, task, seed: int, setting: dict,
+                   length: int, train_len: int) -> np.ndarray:
+    """One curve of :func:`finetune_comparison`: one seed's batches of ``setting``."""
+    eval_batch = task(np.random.default_rng(setting["eval_offset"] + seed),
+                      setting["eval_rows"], length)  # (rows, factor · L)
+    return finetune_curve(params, config, task,
+                          rng=np.random.default_rng(setting["train_offset"] + seed),
+                          eval_batch=eval_batch, train_len=train_len,
+                          steps=setting["marks"][-1], marks=setting["marks"],
+                          batch_size=setting["batch_size"])
+
+
 def finetune_comparison(runs: dict, task, factor: int,
                         train_len: int = LENGTH_TRAIN_LEN) -> dict[str, np.ndarray]:
     """Fine-tune every seed's RoPE model at ``factor · train_len``, extrapolated and with PI.
 
-    ``runs`` is seed → {kind: TrainedRun} (:func:`train_kinds`); the batches and their
-    seeds are those of :data:`FINETUNE_SETTINGS` for ``factor``.
+    ``runs`` is seed → {kind: TrainedRun} (:func:`train_kinds`); the steps, batches and
+    their seeds are those of :data:`FINETUNE_SETTINGS` for ``factor``. The curves are
+    independent and run on every core (:func:`on_cores`).
 
     Returns
     -------
     dict of str to np.ndarray
-        ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape (seeds, len(FINETUNE_MARKS)).
+        ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape (seeds, len(marks)), the
+        marks of ``FINETUNE_SETTINGS[factor]``.
 
     Taught in chapter 10.
     """
     choice(factor, "factor", FINETUNE_SETTINGS)
-    setting = FINETUNE_SETTINGS[factor]
     length = factor * train_len
     config = length_config("RoPE", train_len)
     configs = {"RoPE 外挿": config,
                "RoPE+PI": method_config(config, "pi", train_len, length)}
-    curves = {name: [] for name in configs}
-    for seed, by_kind in runs.items():
-        eval_batch = task(np.random.default_rng(setting["eval_offset"] + seed),
-                          setting["eval_rows"], length)  # (rows, factor · L)
-        for name, cfg in configs.items():
-            curves[name].append(finetune_curve(
-                by_kind["RoPE"].params, cfg, task,
-                rng=np.random.default_rng(setting["train_offset"] + seed),
-                eval_batch=eval_batch, train_len=train_len,
-                batch_size=setting["batch_size"]))
-    return {name: np.stack(c) for name, c in curves.items()}  # (seeds, marks)
+    setting = FINETUNE_SETTINGS[factor]  # as this process has it, passed to every call
+    calls = [(by_kind["RoPE"].params, cfg, task, seed, setting, length, train_len)
+             for cfg in configs.values() for seed, by_kind in runs.items()]
+    curves = iter(on_cores(_finetune_seed, calls))
+    return {name: np.stack([next(curves) for _ in runs]) for name in configs}  # (seeds, marks)

@@ -249,3 +249,58 @@ def test_committed_notebooks_store_one_png_per_live_figure():
 ])
 def test_control_labels_write_symbols_as_the_book_does(text, html_text):
     assert live_book.symbols_html(text) == html_text
+
+
+def _notebook_with(tmp_path, descriptions):
+    """A notebook whose outputs carry the live figures ``descriptions`` (as committed)."""
+    nb = nbformat.v4.new_notebook()
+    for description in descriptions:
+        cell = nbformat.v4.new_code_cell("figure")
+        cell.outputs = [nbformat.v4.new_output(
+            "display_data", data={"text/plain": "図", LIVE_MIME: description},
+            metadata={OUTPUT_MARKER: True})]
+        nb.cells.append(cell)
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_every_live_figure_of_the_book_is_found_in_the_committed_outputs():
+    from scripts.book import chapter_notebooks
+
+    found = live_book.live_descriptions(chapter_notebooks())
+    assert sorted(d["figure"] for d in found) == NAMES  # each once, none left out
+
+
+def test_states_drawn_before_the_build_are_the_builds_bytes(tmp_path, monkeypatch):
+    """draw_live_states (a process pool) writes each state's pictures where the build
+    looks for them, byte for byte what the build itself draws; the build then draws none."""
+    monkeypatch.setattr(live_book, "CACHE", tmp_path / "cache")
+    name = min(NAMES, key=lambda n: len(list(WIDGETS[n]().states())))  # the smallest
+    description = WIDGETS[name]().describe()
+    path = _notebook_with(tmp_path, [description, description])  # shown twice, drawn once
+    states = list(WIDGETS[name]().states())
+    assert live_book.draw_live_states([path], jobs=2, chunk=5) == (len(states), len(states))
+    assert len(list((tmp_path / "cache").iterdir())) == 2 * len(states)  # no partial file
+    source = live_book._source_key()
+    figure = WIDGETS[name]()
+    for number in (0, len(states) // 2, len(states) - 1):
+        key = live_book.state_key(name, number, source)
+        cached = [p.read_bytes() for p in live_book._cache_paths(key)]
+        assert cached == list(live_book.state_pngs(figure, states[number]))  # drawn here
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").iterdir()}
+    assert live_book.draw_live_states([path], jobs=2) == (0, len(states))
+    data = SimpleNamespace(mime_type=LIVE_MIME, content=description, cell_index=0,
+                           output_index=0)
+    live_book.LiveFigureRenderer.handle_mime(_Renderer(), data, False)
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").iterdir()} == before
+
+
+def test_a_figure_the_build_cannot_show_is_left_to_the_build(tmp_path, monkeypatch):
+    monkeypatch.setattr(live_book, "CACHE", tmp_path / "cache")
+    description = WIDGETS[NAMES[0]]().describe()
+    unknown = {**description, "figure": "missing"}
+    changed = {**description, "controls": description["controls"][::-1]}
+    path = _notebook_with(tmp_path, [unknown, changed])
+    drawn, total = live_book.draw_live_states([path], jobs=1)
+    assert drawn == 0 and not (tmp_path / "cache").exists()

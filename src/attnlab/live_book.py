@@ -37,6 +37,12 @@ builders, Colab and a notebook opened without running show the PNG; in a kernel 
 stays live. A figure with more than :data:`MAX_STATES` states fails the
 build with a message naming it. Drawn states are kept in :data:`CACHE` (keyed by the
 source of ``attnlab`` and matplotlib's version), so a second build draws nothing again.
+Sphinx reads one page at a time; ``make book`` and ``make build`` therefore draw every
+state first, on every core (:func:`draw_live_states`, ``scripts/live_states.py``), and the
+renderer only reads the pictures. Drawing a state costs a new figure (``plot``, about a
+fifth), two full draws at :data:`attnlab.plotting.PNG_SCALE` (light and dark, about
+two thirds) and two PNG encodings; a figure reused from state to state would be cheaper but
+does not give the same bytes for every figure, so each state is drawn from a new one.
 
 Not taught: machinery of the book's build (CONTRIBUTING.md).
 """

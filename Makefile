@@ -38,7 +38,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 warm: $(STAMP)
 	@$(BIN)/python -c "import matplotlib.pyplot, matplotlib_fontja"
 
+# Every state of every live figure is drawn first, on every core (scripts/live_states.py),
+# into the cache the build reads (_build/.attnlab-live-cache): Sphinx reads one page at a time.
 book: warm
+	$(BIN)/python -m scripts.live_states --jobs $(JOBS)
 	$(BIN)/jupyter-book build . --keep-going
 	@echo "本: $(CURDIR)/_build/html/index.html"
 
@@ -49,8 +52,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts book_ext benchmarks
 	$(BIN)/actionlint
 
-# How many processes the tests use at once: pytest-xdist's workers for unit and nbval, and
-# the chapters student-test runs side by side (auto: one per CPU; JOBS=1 runs one at a time).
+# How many processes the tests use at once: pytest-xdist's workers for unit and nbval, the
+# chapters student-test runs side by side and the processes that draw the live figures' states
+# before book and build (auto: one per CPU; JOBS=1 runs one at a time).
 # --dist loadfile keeps a test module (so its module-scoped fixtures train once) and a
 # notebook (its cells in order, in one kernel) on one worker.
 JOBS ?= auto
@@ -64,6 +68,7 @@ nbval: warm
 # A clean build each time: Sphinx would not repeat the warnings of unchanged pages.
 build: warm
 	rm -rf _build/html _build/.doctrees
+	$(BIN)/python -m scripts.live_states --jobs $(JOBS)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	$(BIN)/python -m tests.e2e.check_site _build/html
 	@echo "本: $(CURDIR)/_build/html/index.html"

@@ -22,6 +22,37 @@ def figure(request):
     return WIDGETS[request.param]()
 
 
+@pytest.fixture
+def small(monkeypatch):
+    """A registered live figure of 6 states that draws in milliseconds, in WIDGETS for the
+    test (the book's figures take about a second a state; tests/test_widgets.py and the
+    strict build draw every one of their states). A process pool forked from the test
+    process sees it too."""
+    from attnlab.plotting import new_figure
+    from attnlab.widgets import interactive_figure, register_widget
+    from attnlab.widgets.core import slider, toggle
+
+    def plot():
+        fig, ax = new_figure((2.0, 1.5))
+        (line,) = ax.plot([0, 1], [0, 0])
+        ax.set_ylim(-1, 4)
+
+        def update(slope, width):
+            line.set_data([0, 1], [0, slope])
+            line.set_linewidth(width)
+
+        return fig, update
+
+    @register_widget("small_test_figure")
+    def small_test_figure():
+        return interactive_figure(
+            plot, {"slope": slider([1, 2, 3], 2, "傾き"), "width": toggle([1, 3], 1, "太さ")},
+            title="小さな図")
+
+    monkeypatch.setitem(WIDGETS, "small_test_figure", small_test_figure)
+    return small_test_figure
+
+
 def test_every_registered_figure_describes_itself(figure):
     description = figure.describe()
     assert description["figure"] == figure.name and description["title"] == figure.title
@@ -132,12 +163,12 @@ class _Renderer:
 
 
 def test_the_renderer_returns_a_light_and_a_dark_image_per_state_and_controls(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, small):
     from attnlab.plotting import PNG_SCALE
 
     monkeypatch.setattr(live_book, "CACHE", tmp_path / "cache")
     renderer = _Renderer()
-    description = WIDGETS[NAMES[0]]().describe()
+    description = small().describe()
     data = SimpleNamespace(mime_type=LIVE_MIME, content=description, cell_index=3,
                            output_index=0)
     (container,) = live_book.LiveFigureRenderer.handle_mime(renderer, data, False)
@@ -145,7 +176,7 @@ def test_the_renderer_returns_a_light_and_a_dark_image_per_state_and_controls(
     assert note.astext() == LIVE_NOTE and live_book.NOTE_CLASS in note["classes"]
     assert "attnlab-live-3-0-c0" in raw.astext()
     assert "attnlab-light" in light["classes"] and "attnlab-dark" in dark["classes"]
-    states = list(WIDGETS[NAMES[0]]().states())
+    states = list(small().states())
     assert len(light.children) == len(dark.children) == len(states)
     shown = [i for i, img in enumerate(light.children)
              if live_book.HIDDEN_CLASS not in img["classes"]]
@@ -249,3 +280,56 @@ def test_committed_notebooks_store_one_png_per_live_figure():
 ])
 def test_control_labels_write_symbols_as_the_book_does(text, html_text):
     assert live_book.symbols_html(text) == html_text
+
+
+def _notebook_with(tmp_path, descriptions):
+    """A notebook whose outputs carry the live figures ``descriptions`` (as committed)."""
+    nb = nbformat.v4.new_notebook()
+    for description in descriptions:
+        cell = nbformat.v4.new_code_cell("figure")
+        cell.outputs = [nbformat.v4.new_output(
+            "display_data", data={"text/plain": "図", LIVE_MIME: description},
+            metadata={OUTPUT_MARKER: True})]
+        nb.cells.append(cell)
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_every_live_figure_of_the_book_is_found_in_the_committed_outputs():
+    from scripts.book import chapter_notebooks
+
+    found = live_book.live_descriptions(chapter_notebooks())
+    assert sorted(d["figure"] for d in found) == NAMES  # each once, none left out
+
+
+def test_states_drawn_before_the_build_are_the_builds_bytes(tmp_path, monkeypatch, small):
+    """draw_live_states (a process pool) writes each state's pictures where the build
+    looks for them, byte for byte what the build itself draws; the build then draws none."""
+    monkeypatch.setattr(live_book, "CACHE", tmp_path / "cache")
+    description = small().describe()
+    path = _notebook_with(tmp_path, [description, description])  # shown twice, drawn once
+    states = list(small().states())
+    assert live_book.draw_live_states([path], jobs=2, chunk=4) == (len(states), len(states))
+    assert len(list((tmp_path / "cache").iterdir())) == 2 * len(states)  # no partial file
+    source, figure = live_book._source_key(), small()
+    for number, state in enumerate(states):
+        key = live_book.state_key(description["figure"], number, source)
+        cached = [p.read_bytes() for p in live_book._cache_paths(key)]
+        assert cached == list(live_book.state_pngs(figure, state))  # drawn here
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").iterdir()}
+    assert live_book.draw_live_states([path], jobs=2) == (0, len(states))
+    data = SimpleNamespace(mime_type=LIVE_MIME, content=description, cell_index=0,
+                           output_index=0)
+    live_book.LiveFigureRenderer.handle_mime(_Renderer(), data, False)
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").iterdir()} == before
+
+
+def test_a_figure_the_build_cannot_show_is_left_to_the_build(tmp_path, monkeypatch, small):
+    monkeypatch.setattr(live_book, "CACHE", tmp_path / "cache")
+    description = small().describe()
+    unknown = {**description, "figure": "missing"}
+    changed = {**description, "controls": description["controls"][::-1]}
+    path = _notebook_with(tmp_path, [unknown, changed])
+    drawn, total = live_book.draw_live_states([path], jobs=1)
+    assert drawn == 0 and not (tmp_path / "cache").exists()

@@ -37,6 +37,12 @@ builders, Colab and a notebook opened without running show the PNG; in a kernel 
 stays live. A figure with more than :data:`MAX_STATES` states fails the
 build with a message naming it. Drawn states are kept in :data:`CACHE` (keyed by the
 source of ``attnlab`` and matplotlib's version), so a second build draws nothing again.
+Sphinx reads one page at a time; ``make book`` and ``make build`` therefore draw every
+state first, on every core (:func:`draw_live_states`, ``scripts/live_states.py``), and the
+renderer only reads the pictures. Drawing a state costs a new figure (``plot``, about a
+fifth), two full draws at :data:`attnlab.plotting.PNG_SCALE` (light and dark, about
+two thirds) and two PNG encodings; a figure reused from state to state would be cheaper but
+does not give the same bytes for every figure, so each state is drawn from a new one.
 
 Not taught: machinery of the book's build (CONTRIBUTING.md).
 """
@@ -47,6 +53,8 @@ import base64
 import hashlib
 import html
 import json
+import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -223,11 +231,26 @@ def _source_key() -> str:
     return digest.hexdigest()[:16]
 
 
+def state_key(name: str, number: int, source: str) -> str:
+    """The name of a state's pictures in :data:`CACHE`: the figure's registry name, the
+    state's number (page order) and :func:`_source_key`.
+
+    Not taught: machinery of the book's build.
+    """
+    return f"{name}-{number}-{source}"
+
+
+def _cache_paths(key: str) -> list[Path]:
+    return [CACHE / f"{key}-{variant}.png" for variant in ("light", "dark")]
+
+
 def state_pngs(figure, state: dict[str, Any], key: str | None = None) -> tuple[bytes, bytes]:
     """The light and dark PNG of one state (the pure render at the book's scale).
 
-    With ``key`` (the figure's name, the state's number and :func:`_source_key`), the
-    pictures are read from :data:`CACHE` when a build drew them before, and kept there.
+    With ``key`` (:func:`state_key`), the pictures are read from :data:`CACHE` when a
+    build (or :func:`draw_live_states`) drew them before, and kept there. A file is
+    written under a temporary name and then renamed: a process that reads the cache at
+    the same time never sees half a picture.
 
     Not taught: machinery of the book's build.
     """
@@ -236,7 +259,7 @@ def state_pngs(figure, state: dict[str, Any], key: str | None = None) -> tuple[b
 
     paths = None
     if key is not None:
-        paths = [CACHE / f"{key}-{variant}.png" for variant in ("light", "dark")]
+        paths = _cache_paths(key)
         if all(path.exists() for path in paths):
             return paths[0].read_bytes(), paths[1].read_bytes()
     fig = render(figure.plot, **state)
@@ -245,8 +268,88 @@ def state_pngs(figure, state: dict[str, Any], key: str | None = None) -> tuple[b
     if paths is not None:
         CACHE.mkdir(parents=True, exist_ok=True)
         for path, png in zip(paths, (light, dark), strict=True):
-            path.write_bytes(png)
+            partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+            partial.write_bytes(png)
+            os.replace(partial, path)
     return light, dark
+
+
+def live_descriptions(paths) -> list[dict[str, Any]]:
+    """The description (:data:`LIVE_MIME`) of every live figure in the committed outputs
+    of the notebooks ``paths``, in order, each figure once.
+
+    Not taught: machinery of the book's build.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        notebook = json.loads(Path(path).read_text(encoding="utf-8"))
+        for cell in notebook.get("cells", []):
+            for output in cell.get("outputs", []):
+                description = output.get("data", {}).get(LIVE_MIME)
+                if isinstance(description, str):
+                    description = json.loads(description)
+                if isinstance(description, dict):
+                    found.setdefault(json.dumps(description, sort_keys=True), description)
+    return list(found.values())
+
+
+def _state_count(description: dict[str, Any]) -> int:
+    return math.prod(len(control["labels"]) for control in description["controls"])
+
+
+#: The figures a process of :func:`draw_live_states` made (each made once per process).
+_MADE: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
+
+
+def _draw(description: dict[str, Any], numbers: list[int], source: str) -> int:
+    """Draw the states ``numbers`` of a figure into :data:`CACHE` (one task of the pool)."""
+    name = json.dumps(description, sort_keys=True)
+    if name not in _MADE:
+        try:
+            _MADE[name] = figure_states(description)
+        except LiveFigureError:  # the build says so, naming the page
+            return 0
+    figure, states = _MADE[name]
+    for number in numbers:
+        state_pngs(figure, states[number], state_key(description["figure"], number, source))
+    return len(numbers)
+
+
+def draw_live_states(paths, jobs: int = 1, chunk: int = 16) -> tuple[int, int]:
+    """Draw every state of every live figure of the notebooks ``paths`` into :data:`CACHE`
+    before the book is built, ``jobs`` processes at once: the build then only reads them.
+
+    The states are independent and each picture is a pure function of its state (the
+    same bytes in any process), so they are drawn in tasks of ``chunk`` states of one
+    figure on a process pool (``concurrent.futures``). States already in the cache are
+    not drawn again. A figure the build cannot show (unknown name, other controls, more
+    than :data:`MAX_STATES` states) is left to the build, which fails with its page's
+    name. Returns how many states were drawn and how many the figures have.
+
+    Not taught: machinery of the book's build.
+    """
+    source = _source_key()
+    tasks, total = [], 0
+    for description in live_descriptions(paths):
+        count = _state_count(description)
+        if count > MAX_STATES:
+            continue
+        total += count
+        numbers = [number for number in range(count) if not all(
+            path.exists() for path in _cache_paths(state_key(description["figure"], number,
+                                                             source)))]
+        tasks += [(description, numbers[start:start + chunk])
+                  for start in range(0, len(numbers), chunk)]
+    if not tasks:
+        return 0, total
+    if jobs <= 1:
+        return sum(_draw(description, numbers, source) for description, numbers in tasks), total
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_draw, description, numbers, source)
+                   for description, numbers in tasks]
+        return sum(future.result() for future in futures), total
 
 
 def _image(renderer, png: bytes, alt: str, classes: list[str], lazy: bool):
@@ -292,7 +395,7 @@ def live_figure_nodes(renderer, description: dict[str, Any], prefix: str,
     blocks = {LIGHT_CLASS: nodes.container(classes=["attnlab-live-images", LIGHT_CLASS]),
               DARK_CLASS: nodes.container(classes=["attnlab-live-images", DARK_CLASS])}
     for number, state in enumerate(states):
-        pngs = state_pngs(figure, state, f"{description['figure']}-{number}-{source}")
+        pngs = state_pngs(figure, state, state_key(description["figure"], number, source))
         indices = _indices(description, number)
         alt = f"{description['title']}（{state_label(description, indices)}）"
         shown = indices == default

@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -49,8 +50,9 @@ LENGTH_STEPS = 200
 LENGTH_BATCH_SIZE = 32
 LENGTH_LR = 1e-2
 #: Rows of each evaluation batch: 64 rows count 960, 1,024 and 3,072 positions at L, 2L
-#: and 4L, a standard error of at most 0.016 on an accuracy (0.5 at 2L; 0.009 at 4L),
-#: below the spread between the seeds that the tables print.
+#: and 4L, a standard error of at most 0.016 on an accuracy (0.009 at 4L): smaller than
+#: every difference the chapter compares, though not always than the seeds' spread (the
+#: chapter says so).
 LENGTH_EVAL_ROWS = 64
 #: Fine-tuning at 4L: steps, and the steps after which the accuracy is measured.
 FINETUNE_STEPS = 40
@@ -339,12 +341,25 @@ def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN, *,
             for kind, stream in zip(TRAINED_KINDS, streams, strict=True)}
 
 
+#: A container's CPU quota (cgroup v2: "quota period" or "max period"), as a Binder or
+#: Colab session has it: the cores it may use can be fewer than the cores it sees.
+CPU_QUOTA_FILE = Path("/sys/fs/cgroup/cpu.max")
+
+
 def _available_cores() -> int:
-    """The CPU cores this process may use."""
+    """The CPU cores this process may use: its affinity, and fewer if the container's
+    CPU quota (:data:`CPU_QUOTA_FILE`) allows fewer."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = CPU_QUOTA_FILE.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):  # no cgroup v2 here, or a form not known
+        pass
+    return cores
 
 
 def on_cores(func, calls: list, *, workers: int | None = None) -> list:

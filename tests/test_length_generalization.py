@@ -201,12 +201,6 @@ def test_train_study_is_train_kinds_for_every_seed_on_two_processes():
                 np.testing.assert_array_equal(shared[seed][kind].params[name], value)
 
 
-def test_on_cores_keeps_the_order_of_the_calls():
-    from attnlab.experiments.length_generalization import on_cores
-
-    assert on_cores(divmod, [(7, 2), (9, 4)], workers=1) == [(3, 1), (2, 1)]
-    assert on_cores(divmod, [(7, 2), (9, 4), (5, 5)], workers=2) == [(3, 1), (2, 1), (1, 0)]
-
 
 def test_finetune_settings_end_at_their_last_mark():
     from attnlab.experiments.length_generalization import FINETUNE_MARKS, FINETUNE_SETTINGS
@@ -215,16 +209,3 @@ def test_finetune_settings_end_at_their_last_mark():
     for setting in FINETUNE_SETTINGS.values():
         marks = setting["marks"]
         assert marks[0] == 0 and list(marks) == sorted(set(marks))
-
-
-@pytest.mark.parametrize(("text", "cap"), [("max 100000", None), ("100000 100000", 1),
-                                           ("250000 100000", 2), ("garbage", None)])
-def test_a_containers_cpu_quota_limits_the_cores(tmp_path, monkeypatch, text, cap):
-    from attnlab.experiments import length_generalization as lg
-
-    quota = tmp_path / "cpu.max"
-    quota.write_text(text + "\n")
-    monkeypatch.setattr(lg, "CPU_QUOTA_FILE", tmp_path / "absent")
-    affinity = lg._available_cores()
-    monkeypatch.setattr(lg, "CPU_QUOTA_FILE", quota)
-    assert lg._available_cores() == (affinity if cap is None else min(affinity, cap))

@@ -23,17 +23,14 @@ taught); the results are the same, bit for bit, as one run after the other.
 """
 
 import dataclasses
-import multiprocessing
-import os
 import time
-from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from attnlab._validate import choice, generator, positive_int
 from attnlab.model import ModelConfig, check_config, forward
+from attnlab.parallel import on_cores
 from attnlab.training import train
 
 #: The model of the chapter: one layer, eight heads (so that ALiBi's steepest slope is
@@ -71,8 +68,6 @@ FINETUNE_SETTINGS = {
     4: dict(marks=FINETUNE_MARKS, eval_rows=LENGTH_EVAL_ROWS, batch_size=16,
             eval_offset=500, train_offset=600),
 }
-#: At most this many processes share the runs (:func:`on_cores`).
-MAX_WORKERS = 4
 
 #: The trained kinds of model: label → ``positional`` of :class:`ModelConfig`.
 TRAINED_KINDS = {
@@ -339,52 +334,6 @@ def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN, *,
     return {kind: train_short(length_config(kind, train_len), task, rng=stream,
                               train_len=train_len, steps=steps)
             for kind, stream in zip(TRAINED_KINDS, streams, strict=True)}
-
-
-#: A container's CPU quota (cgroup v2: "quota period" or "max period"), as a Binder or
-#: Colab session has it: the cores it may use can be fewer than the cores it sees.
-CPU_QUOTA_FILE = Path("/sys/fs/cgroup/cpu.max")
-
-
-def _available_cores() -> int:
-    """The CPU cores this process may use: its affinity, and fewer if the container's
-    CPU quota (:data:`CPU_QUOTA_FILE`) allows fewer."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        cores = os.cpu_count() or 1
-    try:
-        quota, period = CPU_QUOTA_FILE.read_text().split()[:2]
-        if quota != "max":
-            cores = min(cores, max(1, int(quota) // int(period)))
-    except (OSError, ValueError):  # no cgroup v2 here, or a form not known
-        pass
-    return cores
-
-
-def on_cores(func, calls: list, *, workers: int | None = None) -> list:
-    """``[func(*args) for args in calls]``, the calls shared among the CPU cores.
-
-    The calls must be independent (each with its own generator): then the results are
-    the same, bit for bit, as one call after the other. The processes are started
-    fresh ("spawn", as on macOS and Windows; a running Jupyter kernel is never forked),
-    at most :data:`MAX_WORKERS` and no more than the cores, for this call only; with one
-    core or one call, everything runs here. ``func`` must be importable (a function of
-    ``attnlab``), and every setting it needs must be in ``calls``: a fresh process
-    imports the modules anew and does not see a module's constants changed in this one.
-
-    Not taught: it makes the chapter faster on a machine of two or more cores.
-    """
-    calls = [tuple(args) for args in calls]
-    if workers is None:
-        workers = min(len(calls), _available_cores(), MAX_WORKERS)
-    if workers <= 1:
-        return [func(*args) for args in calls]
-    context = multiprocessing.get_context("spawn")
-    # the processes end with the call: none is left waiting in the kernel, and an
-    # interrupted cell (Kernel → Interrupt) leaves nothing behind for the next one
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(func, *zip(*calls, strict=True)))
 
 
 def _train_kind(seed: int, kind: str, task, train_len: int, steps: int) -> TrainedRun:

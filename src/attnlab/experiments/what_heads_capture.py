@@ -22,6 +22,7 @@ from attnlab.attention import mean_pool_kv
 from attnlab.costs import kv_cache_bytes
 from attnlab.head_roles import induction_mask, induction_score, previous_token_score
 from attnlab.model import ModelConfig, forward, layer_keys, layer_weights, loss_and_grads
+from attnlab.parallel import on_cores
 from attnlab.tasks import Batch, RepeatedSequence
 from attnlab.training import PruningCurve, evaluate, train
 
@@ -58,7 +59,10 @@ class TrainedModel(NamedTuple):
     snapshots: tuple  # (n,) parameter dicts recorded at those steps
 
 
-@functools.cache
+#: The models trained so far, by seed (:func:`trained_model`, :func:`trained_models`).
+_TRAINED: dict[int, TrainedModel] = {}
+
+
 def trained_model(seed: int) -> TrainedModel:
     """Train the chapter's model on :data:`TASK` for :data:`STEPS` steps (cached per seed).
 
@@ -69,6 +73,27 @@ def trained_model(seed: int) -> TrainedModel:
     Taught in chapter 04.
     """
     seed = int(seed)
+    if seed not in _TRAINED:
+        _TRAINED[seed] = _train_seed(seed)
+    return _TRAINED[seed]
+
+
+def trained_models(seeds) -> dict[int, TrainedModel]:
+    """:func:`trained_model` of every seed; the seeds not trained yet are trained side by
+    side on the CPU cores (:func:`attnlab.parallel.on_cores`), with the same results.
+
+    Taught in chapter 04.
+    """
+    seeds = [int(seed) for seed in seeds]
+    missing = [seed for seed in dict.fromkeys(seeds) if seed not in _TRAINED]
+    for seed, model in zip(missing, on_cores(_train_seed, [(s,) for s in missing]),
+                           strict=True):
+        _TRAINED[seed] = model
+    return {seed: _TRAINED[seed] for seed in seeds}
+
+
+def _train_seed(seed: int) -> TrainedModel:
+    """The training of :func:`trained_model`, not cached."""
     steps, snapshots = [], []
 
     def record(step: int, params: dict) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from attnlab._validate import choice, generator, positive_int
 from attnlab.attention import softmax
 from attnlab.model import ModelConfig, forward
+from attnlab.parallel import on_cores
 from attnlab.tasks import Batch, TwoPositions
 from attnlab.training import evaluate, train
 
@@ -216,7 +217,9 @@ def run_heads(
     """Train one model per head count and seed on TwoPositions; measure each run.
 
     ``rng`` is split into independent streams; run ``s`` of every head count starts
-    from a copy of stream ``s``, so all head counts see the same batches.
+    from a copy of stream ``s``, so all head counts see the same batches. The runs are
+    independent, so they are trained side by side on the CPU cores
+    (:func:`attnlab.parallel.on_cores`; one core: one after the other, the same results).
 
     Parameters
     ----------
@@ -251,20 +254,30 @@ def run_heads(
         raise ValueError(f"n_seeds にヘッド数 {missing} の実行回数がありません")
     counts = {n_heads: positive_int(n_seeds[n_heads], "n_seeds") for n_heads in head_counts}
     streams = generator(rng).spawn(max(counts.values()))
-    runs = []
-    for n_heads in head_counts:
-        config = two_positions_config(n_heads, d_model=d_model, seq_len=seq_len,
-                                      n_layers=n_layers)
-        for seed, stream in enumerate(streams[:counts[n_heads]]):
-            start = time.perf_counter()
-            result = train(config, task, steps=steps, rng=copy.deepcopy(stream),
-                           batch_size=batch_size, seq_len=seq_len, lr=lr)
-            seconds = time.perf_counter() - start
-            _, accuracy = evaluate(result.params, eval_batch, config)
-            colour, shape = attribute_accuracy(result.params, eval_batch, config, task)
-            runs.append(HeadRun(n_heads, seed, result.loss, float(accuracy), colour, shape,
-                                result.params, seconds))
-    return runs
+    calls = [(n_heads, seed, copy.deepcopy(stream), task, eval_batch,
+              dict(d_model=d_model, steps=steps, batch_size=batch_size, seq_len=seq_len,
+                   lr=lr, n_layers=n_layers))
+             for n_heads in head_counts
+             for seed, stream in enumerate(streams[:counts[n_heads]])]
+    # the runs are independent (each from its own stream): trained side by side on the
+    # CPU cores, with the same results as one after the other
+    return on_cores(_head_run, calls)
+
+
+def _head_run(n_heads: int, seed: int, stream: np.random.Generator, task: TwoPositions,
+              eval_batch: Batch, settings: dict) -> HeadRun:
+    """One run of :func:`run_heads`: train from ``stream``, then measure on ``eval_batch``."""
+    config = two_positions_config(n_heads, d_model=settings["d_model"],
+                                  seq_len=settings["seq_len"], n_layers=settings["n_layers"])
+    start = time.perf_counter()
+    result = train(config, task, steps=settings["steps"], rng=stream,
+                   batch_size=settings["batch_size"], seq_len=settings["seq_len"],
+                   lr=settings["lr"])
+    seconds = time.perf_counter() - start
+    _, accuracy = evaluate(result.params, eval_batch, config)
+    colour, shape = attribute_accuracy(result.params, eval_batch, config, task)
+    return HeadRun(n_heads, seed, result.loss, float(accuracy), colour, shape,
+                   result.params, seconds)
 
 
 def runs_by_heads(runs: list[HeadRun], field: str) -> dict[int, np.ndarray]:

@@ -1,0 +1,65 @@
+"""Independent runs shared among the CPU cores: a chapter's seeds trained side by side.
+
+A chapter that trains several models with independent random streams (one per seed or
+per kind of model) can train them at once on a machine of two or more cores; the results
+are the same, bit for bit, as training them one after the other. :func:`on_cores` does it
+with fresh processes ("spawn"), which works the same in Jupyter, Binder, Colab and the
+tests; with one core it simply runs the calls in order.
+
+Not taught: it makes the chapters faster on a reader's two cores, nothing more.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+#: At most this many processes share the runs (:func:`on_cores`).
+MAX_WORKERS = 4
+
+#: A container's CPU quota (cgroup v2: "quota period" or "max period"), as a Binder or
+#: Colab session has it: the cores it may use can be fewer than the cores it sees.
+CPU_QUOTA_FILE = Path("/sys/fs/cgroup/cpu.max")
+
+
+def _available_cores() -> int:
+    """The CPU cores this process may use: its affinity, and fewer if the container's
+    CPU quota (:data:`CPU_QUOTA_FILE`) allows fewer."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = CPU_QUOTA_FILE.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):  # no cgroup v2 here, or a form not known
+        pass
+    return cores
+
+
+def on_cores(func, calls: list, *, workers: int | None = None) -> list:
+    """``[func(*args) for args in calls]``, the calls shared among the CPU cores.
+
+    The calls must be independent (each with its own generator): then the results are
+    the same, bit for bit, as one call after the other. The processes are started
+    fresh ("spawn", as on macOS and Windows; a running Jupyter kernel is never forked),
+    at most :data:`MAX_WORKERS` and no more than the cores, for this call only; with one
+    core or one call, everything runs here. ``func`` must be importable (a function of
+    ``attnlab``), and every setting it needs must be in ``calls``: a fresh process
+    imports the modules anew and does not see a module's constants changed in this one.
+
+    Not taught: it makes a chapter faster on a machine of two or more cores.
+    """
+    calls = [tuple(args) for args in calls]
+    if workers is None:
+        workers = min(len(calls), _available_cores(), MAX_WORKERS)
+    if workers <= 1:
+        return [func(*args) for args in calls]
+    context = multiprocessing.get_context("spawn")
+    # the processes end with the call: none is left waiting in the kernel, and an
+    # interrupted cell (Kernel → Interrupt) leaves nothing behind for the next one
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return list(pool.map(func, *zip(*calls, strict=True)))

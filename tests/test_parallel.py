@@ -1,0 +1,23 @@
+"""on_cores: independent calls shared among the CPU cores, in order, and the cores a
+container's CPU quota allows."""
+
+import pytest
+
+from attnlab import parallel
+from attnlab.parallel import on_cores
+
+
+def test_on_cores_keeps_the_order_of_the_calls():
+    assert on_cores(divmod, [(7, 2), (9, 4)], workers=1) == [(3, 1), (2, 1)]
+    assert on_cores(divmod, [(7, 2), (9, 4), (5, 5)], workers=2) == [(3, 1), (2, 1), (1, 0)]
+
+
+@pytest.mark.parametrize(("text", "cap"), [("max 100000", None), ("100000 100000", 1),
+                                           ("250000 100000", 2), ("garbage", None)])
+def test_a_containers_cpu_quota_limits_the_cores(tmp_path, monkeypatch, text, cap):
+    quota = tmp_path / "cpu.max"
+    quota.write_text(text + "\n")
+    monkeypatch.setattr(parallel, "CPU_QUOTA_FILE", tmp_path / "absent")
+    affinity = parallel._available_cores()
+    monkeypatch.setattr(parallel, "CPU_QUOTA_FILE", quota)
+    assert parallel._available_cores() == (affinity if cap is None else min(affinity, cap))

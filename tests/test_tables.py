@@ -89,6 +89,8 @@ def test_ipython_shows_the_text_and_the_html():
     data, _ = DisplayFormatter().format(table)
     assert data["text/plain"] == str(table)
     assert data["text/html"].startswith('<div class="attnlab-result-table">')
+    # a wide table scrolls, and a keyboard can scroll it (axe scrollable-region-focusable)
+    assert '<div class="attnlab-table-scroll" tabindex="0">' in data["text/html"]
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [

@@ -147,7 +147,8 @@ class ResultTable:
         parts = ['<div class="attnlab-result-table">']
         if self.title:
             parts.append(f'<p class="attnlab-table-title">{_lines_html(self.title)}</p>')
-        parts.append('<div class="attnlab-table-scroll"><table>')
+        # a table wider than the page scrolls: focusable, so a keyboard can scroll it too
+        parts.append('<div class="attnlab-table-scroll" tabindex="0"><table>')
         parts.append("<thead><tr>" + "".join(
             cell("th", text, j, "col") for j, text in enumerate(self.columns)) + "</tr></thead>")
         parts.append("<tbody>")

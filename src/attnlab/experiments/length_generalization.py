@@ -330,18 +330,22 @@ def train_kinds(seed: int, task, train_len: int = LENGTH_TRAIN_LEN, *,
 
     Not taught: the runs of one seed, one after the other.
     """
-    streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))
-    return {kind: train_short(length_config(kind, train_len), task, rng=stream,
+    streams = _kind_streams(seed)
+    return {kind: train_short(length_config(kind, train_len), task, rng=streams[kind],
                               train_len=train_len, steps=steps)
-            for kind, stream in zip(TRAINED_KINDS, streams, strict=True)}
+            for kind in TRAINED_KINDS}
+
+
+def _kind_streams(seed: int) -> dict[str, np.random.Generator]:
+    """``np.random.default_rng(seed)`` split into one stream per trained kind."""
+    streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))
+    return dict(zip(TRAINED_KINDS, streams, strict=True))
 
 
 def _train_kind(seed: int, kind: str, task, train_len: int, steps: int) -> TrainedRun:
     """The run of ``kind`` that :func:`train_kinds` makes for ``seed``."""
-    streams = np.random.default_rng(seed).spawn(len(TRAINED_KINDS))  # as train_kinds
-    stream = streams[list(TRAINED_KINDS).index(kind)]
-    return train_short(length_config(kind, train_len), task, rng=stream, train_len=train_len,
-                       steps=steps)
+    return train_short(length_config(kind, train_len), task, rng=_kind_streams(seed)[kind],
+                       train_len=train_len, steps=steps)
 
 
 def train_study(seeds, task, train_len: int = LENGTH_TRAIN_LEN, *,

@@ -45,7 +45,9 @@ book: warm
 	$(BIN)/jupyter-book build . --keep-going
 	@echo "本: $(CURDIR)/_build/html/index.html"
 
-test: lint unit nbval student-test build
+# nbval checks the student edition too (tests/nbval_student.py): the cells before a chapter's
+# first exercise run once for both editions, then the student's cells from there on.
+test: lint unit nbval build
 
 # actionlint checks .github/workflows/ (and their run: scripts with shellcheck, where installed).
 lint: $(STAMP)
@@ -62,8 +64,12 @@ JOBS ?= auto
 unit: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests
 
+# Each notebook's cells against their committed outputs, then its student edition from the
+# first exercise on in the same kernel (tests/nbval_student.py; make student-test runs the
+# student edition alone, from the top).
 nbval: warm
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --nbval --nbval-current-env notebooks
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --nbval --nbval-current-env \
+		-p tests.nbval_student --student-edition notebooks
 
 # A clean build each time: Sphinx would not repeat the warnings of unchanged pages.
 build: warm
@@ -83,7 +89,9 @@ grade: warm
 	@test -n "$(SUBMISSIONS)" || { echo "使い方: make grade SUBMISSIONS=提出物のフォルダー"; exit 2; }
 	$(BIN)/python -m scripts.grade "$(SUBMISSIONS)" --out grades
 
-# Build the student edition, prove no solution is left and run every notebook top to bottom.
+# Build the student edition, prove no solution is left and run every notebook top to bottom,
+# each in a kernel of its own (make test checks the same inside nbval, sharing the cells
+# before each chapter's first exercise with the full notebook's run).
 student-test: warm
 	$(BIN)/python -m scripts.make_student --test --jobs $(JOBS) student
 

@@ -269,13 +269,24 @@ def write_student_edition(out_dir: Path) -> list[tuple[Path, list[str]]]:
 
 def run_student_notebook(path: Path, stubbed: list[str]) -> list[str]:
     """Execute a student notebook in memory (the file stays clean); return the problems."""
-    nb = nbformat.read(path, as_version=4)
+    return run_student(nbformat.read(path, as_version=4), path.parent, stubbed)
+
+
+def run_student(nb, folder: Path, stubbed: list[str]) -> list[str]:
+    """Execute the student notebook ``nb`` (changed in place) top to bottom in a fresh
+    kernel whose working directory is ``folder``; return the problems."""
     try:
-        execute_notebook(nb, path.parent)
+        execute_notebook(nb, folder)
     except CellExecutionError as err:
         return [f"実行中にエラーが出ました：\n{err}"]
+    return self_check_problems(nb.cells, stubbed)
+
+
+def self_check_problems(cells, stubbed: list[str]) -> list[str]:
+    """What is wrong in the outputs of executed student cells: each stubbed exercise's
+    self-check must say 「未実装」 and show no return value."""
     problems = []
-    for cell in nb.cells:
+    for cell in cells:
         if cell.get("id") in stubbed and "check_" in cell.source:
             shown = "".join(out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
                             for out in cell.outputs)

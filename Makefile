@@ -58,17 +58,19 @@ lint: $(STAMP)
 # chapters student-test runs side by side and the processes that draw the live figures' states
 # before book and build (auto: one per CPU; JOBS=1 runs one at a time).
 # --dist loadfile keeps a test module (so its module-scoped fixtures train once) and a
-# notebook (its cells in order, in one kernel) on one worker.
+# notebook (its cells in order, in one kernel) on one worker; the slowest files start first
+# (tests/slow_first.py, in place of pytest-xdist's order by number of tests).
 JOBS ?= auto
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder -p tests.slow_first tests
 
 # Each notebook's cells against their committed outputs, then its student edition from the
 # first exercise on in the same kernel (tests/nbval_student.py; make student-test runs the
 # student edition alone, from the top).
 nbval: warm
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --nbval --nbval-current-env \
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder -p tests.slow_first \
+		--nbval --nbval-current-env \
 		-p tests.nbval_student --student-edition notebooks
 
 # A clean build each time: Sphinx would not repeat the warnings of unchanged pages.

@@ -37,10 +37,11 @@ import pytest
 
 #: The name the shared namespace is kept under in the kernel until the student's cells run.
 SNAPSHOT_NAME = "_attnlab_student_edition_snapshot"
+# Nothing goes through the display hook (which would set _): statements, prints, None.
 SNAPSHOT_CODE = f"globals()[{SNAPSHOT_NAME!r}] = dict(globals())"
-RESTORE_CODE = (f"(lambda ns, kept: (ns.clear(), ns.update(kept)))"
+RESTORE_CODE = (f"(lambda ns, kept: ns.clear() or ns.update(kept))"  # names local to the call
                 f"(globals(), globals().pop({SNAPSHOT_NAME!r}))")
-HAS_SNAPSHOT_CODE = f"{SNAPSHOT_NAME!r} in globals()"
+HAS_SNAPSHOT_CODE = f"print({SNAPSHOT_NAME!r} in globals())"
 
 
 def pytest_addoption(parser):
@@ -135,14 +136,13 @@ class _KernelItem(pytest.Item):
             if kind in ("stream", "display_data", "execute_result", "error"):
                 outputs.append(nbformat.v4.output_from_msg(msg))
 
-    def value(self, expression: str) -> str:
-        """The text/plain of ``expression`` evaluated in the kernel."""
-        outputs = self.run(expression)
+    def printed(self, code: str) -> str:
+        """What ``code`` prints in the kernel (an error is a failure)."""
+        outputs = self.run(code)
         errors = [out for out in outputs if out.output_type == "error"]
         if errors:
-            raise StudentEditionError(f"{expression!r} が {errors[0].ename} を出しました")
-        return "".join(out.data.get("text/plain", "") for out in outputs
-                       if out.output_type == "execute_result")
+            raise StudentEditionError(f"{code!r} が {errors[0].ename} を出しました")
+        return "".join(out.text for out in outputs if out.output_type == "stream").strip()
 
 
 class SnapshotItem(_KernelItem):
@@ -150,7 +150,7 @@ class SnapshotItem(_KernelItem):
 
     def runtest(self):
         self.run(SNAPSHOT_CODE)
-        if self.value(HAS_SNAPSHOT_CODE) != "True":
+        if self.printed(HAS_SNAPSHOT_CODE) != "True":
             raise StudentEditionError("共通のセルのあとの状態を保存できませんでした")
 
 
@@ -166,11 +166,11 @@ class StudentEditionItem(_KernelItem):
             problems += run_student(nbformat.from_dict(plan.student), self.path.parent,
                                     plan.stubbed)
         else:
-            if self.value(HAS_SNAPSHOT_CODE) != "True":
+            if self.printed(HAS_SNAPSHOT_CODE) != "True":
                 raise StudentEditionError(
                     "共通のセルのあとの状態がありません（student-edition-snapshot が"
                     "実行されていません）")
-            self.run(RESTORE_CODE)
+            self.printed(RESTORE_CODE)
             cells = [cell for cell in plan.student.cells if cell.cell_type == "code"]
             rest = [nbformat.from_dict(cell) for cell in cells[plan.shared:]]
             for cell in rest:

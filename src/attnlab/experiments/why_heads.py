@@ -246,6 +246,38 @@ def run_heads(
 
     Taught in chapter 02.
     """
+    calls = _head_calls(head_counts, n_seeds, rng=rng, eval_batch=eval_batch, task=task,
+                        d_model=d_model, steps=steps, batch_size=batch_size,
+                        seq_len=seq_len, lr=lr, n_layers=n_layers)
+    # the runs are independent (each from its own stream): trained side by side on the
+    # CPU cores, with the same results as one after the other
+    return on_cores(_head_run, calls)
+
+
+def run_heads_together(*studies: dict, workers: int | None = None) -> list[list[HeadRun]]:
+    """``[run_heads(**study) for study in studies]``, every run of every study in one call
+    of :func:`attnlab.parallel.on_cores`: one start of the processes, and the runs of one
+    study fill the cores while another's last runs finish. The streams are split from
+    each study's ``rng`` in the order of ``studies``, as the calls one after the other
+    would split them, so the results are the same, bit for bit. ``workers`` as for
+    :func:`~attnlab.parallel.on_cores`.
+
+    It teaches nothing of its own: it runs :func:`run_heads`'s runs side by side, for speed.
+
+    Taught in chapter 02.
+    """
+    plans = [_head_calls(**study) for study in studies]
+    done = iter(on_cores(_head_run, [call for calls in plans for call in calls],
+                         workers=workers))
+    return [[next(done) for _ in calls] for calls in plans]
+
+
+def _head_calls(head_counts=HEAD_COUNTS, n_seeds=3, *, rng: np.random.Generator,
+                eval_batch: Batch, task: TwoPositions | None = None, d_model: int = D_MODEL,
+                steps: int = STEPS, batch_size: int = BATCH_SIZE, seq_len: int = SEQ_LEN,
+                lr: float = 1e-2, n_layers: int = 1) -> list[tuple]:
+    """The calls of :func:`_head_run` that :func:`run_heads` makes (its arguments, its
+    defaults): one per head count and seed, seed ``s`` from a copy of stream ``s``."""
     task = TwoPositions() if task is None else task
     if not isinstance(n_seeds, dict):
         n_seeds = dict.fromkeys(head_counts, n_seeds)
@@ -259,9 +291,7 @@ def run_heads(
                    lr=lr, n_layers=n_layers))
              for n_heads in head_counts
              for seed, stream in enumerate(streams[:counts[n_heads]])]
-    # the runs are independent (each from its own stream): trained side by side on the
-    # CPU cores, with the same results as one after the other
-    return on_cores(_head_run, calls)
+    return calls
 
 
 def _head_run(n_heads: int, seed: int, stream: np.random.Generator, task: TwoPositions,

@@ -256,8 +256,8 @@ def run_heads(
 
 def run_heads_together(*studies: dict, workers: int | None = None) -> list[list[HeadRun]]:
     """``[run_heads(**study) for study in studies]``, every run of every study in one call
-    of :func:`attnlab.parallel.on_cores`: one start of the processes, and the runs of one
-    study fill the cores while another's last runs finish. The streams are split from
+    of :func:`attnlab.parallel.on_cores`: one start of the processes, the runs of most
+    steps first, and the short runs fill the cores at the end. The streams are split from
     each study's ``rng`` in the order of ``studies``, as the calls one after the other
     would split them, so the results are the same, bit for bit. ``workers`` as for
     :func:`~attnlab.parallel.on_cores`.
@@ -267,9 +267,15 @@ def run_heads_together(*studies: dict, workers: int | None = None) -> list[list[
     Taught in chapter 02.
     """
     plans = [_head_calls(**study) for study in studies]
-    done = iter(on_cores(_head_run, [call for calls in plans for call in calls],
-                         workers=workers))
-    return [[next(done) for _ in calls] for calls in plans]
+    calls = [call for plan in plans for call in plan]
+    # the longest runs first, so that short ones fill the cores at the end
+    order = sorted(range(len(calls)), key=lambda i: -calls[i][-1]["steps"])
+    runs: list = [None] * len(calls)
+    for i, run in zip(order, on_cores(_head_run, [calls[i] for i in order],
+                                      workers=workers), strict=True):
+        runs[i] = run
+    done = iter(runs)
+    return [[next(done) for _ in plan] for plan in plans]
 
 
 def _head_calls(head_counts=HEAD_COUNTS, n_seeds=3, *, rng: np.random.Generator,

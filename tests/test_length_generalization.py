@@ -209,3 +209,25 @@ def test_finetune_settings_end_at_their_last_mark():
     for setting in FINETUNE_SETTINGS.values():
         marks = setting["marks"]
         assert marks[0] == 0 and list(marks) == sorted(set(marks))
+
+
+def test_finetune_comparisons_are_finetune_comparison_of_each_factor_bit_for_bit(monkeypatch):
+    # both lengths' fine-tunes in one call on two fresh processes, and one after the
+    # other; short settings (the settings travel with every call to the processes)
+    from types import SimpleNamespace
+
+    from attnlab.experiments import length_generalization as chapter
+
+    short = {factor: dict(setting, marks=(0, 1, 3), eval_rows=8, batch_size=4)
+             for factor, setting in chapter.FINETUNE_SETTINGS.items()}
+    monkeypatch.setattr(chapter, "FINETUNE_SETTINGS", short)
+    task = PreviousToken()
+    runs = {seed: {"RoPE": SimpleNamespace(params=fresh("RoPE", seed))} for seed in (0, 1)}
+    shared = chapter.finetune_comparisons(runs, task, (4, 2), workers=2)
+    assert list(shared) == [4, 2]
+    for factor in (4, 2):
+        alone = chapter.finetune_comparison(runs, task, factor)
+        assert list(shared[factor]) == list(alone) == ["RoPE 外挿", "RoPE+PI"]
+        for name, curves in alone.items():
+            assert curves.shape == (2, 3)
+            np.testing.assert_array_equal(shared[factor][name], curves)

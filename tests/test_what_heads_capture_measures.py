@@ -13,11 +13,12 @@ from attnlab.experiments.what_heads_capture import (
     head_importance,
     head_scores,
     mask_gradients,
+    seed_studies,
     trained_model,
 )
 from attnlab.model import ModelConfig, init_params
 from attnlab.tasks import Batch, RepeatedSequence
-from attnlab.training import ablation_losses, evaluate
+from attnlab.training import ablation_losses, evaluate, pruning_curve
 
 SMALL = ModelConfig(vocab_size=8, d_model=8, n_heads=2, n_layers=2, max_len=8,
                     dtype="float64")
@@ -134,3 +135,29 @@ def test_decode_flops_are_one_query_row_of_the_prefill_count():
 def test_bad_cost_input_gets_a_japanese_error_naming_the_value(call, fragment):
     with pytest.raises(ValueError, match=fragment):
         call()
+
+
+def test_seed_studies_on_two_processes_are_the_four_functions_bit_for_bit(monkeypatch):
+    # runs made up for two seeds not in SEEDS (a few untrained snapshots: no training
+    # here); the fresh processes receive them and must measure exactly as in order
+    from attnlab.experiments import what_heads_capture as chapter
+
+    runs = {}
+    for seed in (7, 8):
+        snapshots = tuple(init_params(CONFIG, np.random.default_rng([seed, k]))
+                          for k in range(3))
+        runs[seed] = chapter.TrainedModel(snapshots[-1], snapshots[0], np.zeros(2),
+                                          np.zeros(2), np.array([0, 5, 10]), snapshots)
+    monkeypatch.setattr(chapter, "_TRAINED", dict(runs))
+    shared = seed_studies([8, 7, 8], workers=2)
+    assert list(shared) == [8, 7] and shared[8] is shared[8]
+    batch = eval_batch()
+    for seed, run in runs.items():
+        study = shared[seed]
+        alone = (chapter.emergence(seed), pruning_curve(run.params, batch, CONFIG),
+                 greedy_pruning_curve(run.params, batch))
+        for got, want in zip(study[1:], alone, strict=True):
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        for name, value in run.params.items():
+            np.testing.assert_array_equal(study.run.params[name], value)

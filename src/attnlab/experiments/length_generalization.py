@@ -18,8 +18,9 @@ Then a short fine-tune at 2L and 4L of the trained RoPE model, once as it is
 miniature.
 
 The runs are independent (each draws from its own generator), so :func:`train_study`
-and :func:`finetune_comparison` share them among the CPU cores (:func:`on_cores`, not
-taught); the results are the same, bit for bit, as one run after the other.
+and :func:`finetune_comparison` (:func:`finetune_comparisons` for both lengths at once)
+share them among the CPU cores (:func:`on_cores`, not taught); the results are the same,
+bit for bit, as one run after the other.
 """
 
 import dataclasses
@@ -397,6 +398,14 @@ def finetune_comparison(runs: dict, task, factor: int,
 
     Taught in chapter 10.
     """
+    names, calls = _finetune_calls(runs, task, factor, train_len)
+    curves = iter(on_cores(_finetune_seed, calls))
+    return {name: np.stack([next(curves) for _ in runs]) for name in names}  # (seeds, marks)
+
+
+def _finetune_calls(runs: dict, task, factor: int, train_len: int) -> tuple[list, list]:
+    """The names of :func:`finetune_comparison`'s curves and its calls of
+    :func:`_finetune_seed`: every name's seeds, one name after the other."""
     choice(factor, "factor", FINETUNE_SETTINGS)
     length = factor * train_len
     config = length_config("RoPE", train_len)
@@ -405,5 +414,26 @@ def finetune_comparison(runs: dict, task, factor: int,
     setting = FINETUNE_SETTINGS[factor]  # as this process has it, passed to every call
     calls = [(by_kind["RoPE"].params, cfg, task, seed, setting, length, train_len)
              for cfg in configs.values() for seed, by_kind in runs.items()]
-    curves = iter(on_cores(_finetune_seed, calls))
-    return {name: np.stack([next(curves) for _ in runs]) for name in configs}  # (seeds, marks)
+    return list(configs), calls
+
+
+def finetune_comparisons(runs: dict, task, factors=(4, 2),
+                         train_len: int = LENGTH_TRAIN_LEN, *,
+                         workers: int | None = None) -> dict[int, dict[str, np.ndarray]]:
+    """:func:`finetune_comparison` for every factor of ``factors``, all the curves in one
+    call of :func:`on_cores`: one start of the processes, and the short curves of one
+    factor fill the cores while the long ones of another run (the longest first, as
+    ``factors`` lists them). The results are the same, bit for bit, as
+    ``{factor: finetune_comparison(runs, task, factor)}``. ``workers`` as for
+    :func:`on_cores`.
+
+    It teaches nothing of its own: it runs the fine-tunes side by side, for speed.
+
+    Taught in chapter 10.
+    """
+    factors = [int(factor) for factor in factors]
+    plans = {factor: _finetune_calls(runs, task, factor, train_len) for factor in factors}
+    calls = [call for _, factor_calls in plans.values() for call in factor_calls]
+    curves = iter(on_cores(_finetune_seed, calls, workers=workers))
+    return {factor: {name: np.stack([next(curves) for _ in runs]) for name in names}
+            for factor, (names, _) in plans.items()}  # factor -> name -> (seeds, marks)

@@ -24,7 +24,7 @@ from attnlab.head_roles import induction_mask, induction_score, previous_token_s
 from attnlab.model import ModelConfig, forward, layer_keys, layer_weights, loss_and_grads
 from attnlab.parallel import on_cores
 from attnlab.tasks import Batch, RepeatedSequence
-from attnlab.training import PruningCurve, evaluate, train
+from attnlab.training import PruningCurve, evaluate, pruning_curve, train
 
 #: The chapter's model: V=32, D=64, H=4, L=2, learned positions, causal.
 CONFIG = ModelConfig(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=32)
@@ -59,7 +59,7 @@ class TrainedModel(NamedTuple):
     snapshots: tuple  # (n,) parameter dicts recorded at those steps
 
 
-#: The models trained so far, by seed (:func:`trained_model`, :func:`trained_models`).
+#: The models trained so far, by seed (:func:`trained_model`, :func:`seed_studies`).
 _TRAINED: dict[int, TrainedModel] = {}
 
 
@@ -76,20 +76,6 @@ def trained_model(seed: int) -> TrainedModel:
     if seed not in _TRAINED:
         _TRAINED[seed] = _train_seed(seed)
     return _TRAINED[seed]
-
-
-def trained_models(seeds) -> dict[int, TrainedModel]:
-    """:func:`trained_model` of every seed; the seeds not trained yet are trained side by
-    side on the CPU cores (:func:`attnlab.parallel.on_cores`), with the same results.
-
-    Taught in chapter 04.
-    """
-    seeds = [int(seed) for seed in seeds]
-    missing = [seed for seed in dict.fromkeys(seeds) if seed not in _TRAINED]
-    for seed, model in zip(missing, on_cores(_train_seed, [(s,) for s in missing]),
-                           strict=True):
-        _TRAINED[seed] = model
-    return {seed: _TRAINED[seed] for seed in seeds}
 
 
 def _train_seed(seed: int) -> TrainedModel:
@@ -319,6 +305,51 @@ def greedy_pruning_curve(params: dict, batch: Batch | None = None) -> PruningCur
         results.append(trials[cheapest])
     loss, accuracy = (np.array(column) for column in zip(*results, strict=True))
     return PruningCurve(off, loss, accuracy)
+
+
+class SeedStudy(NamedTuple):
+    """What :func:`seed_studies` returns for one seed."""
+
+    run: TrainedModel  # trained_model(seed)
+    emergence: Emergence  # emergence(seed)
+    once: PruningCurve  # pruning_curve(run.params, eval_batch(), CONFIG)
+    greedy: PruningCurve  # greedy_pruning_curve(run.params)
+
+
+def seed_studies(seeds, *, workers: int | None = None) -> dict[int, SeedStudy]:
+    """Every seed's run with its measurements of sections 6 and 7, the seeds side by side.
+
+    For each seed: :func:`trained_model`, :func:`emergence`, the pruning curve in the
+    order of the heads' losses alone (:func:`attnlab.training.pruning_curve` on
+    :func:`eval_batch`) and :func:`greedy_pruning_curve`. Each seed is one call of
+    :func:`attnlab.parallel.on_cores` that trains it (unless trained already) and
+    measures it at once, so the seeds share the CPU cores with one start of the
+    processes; the results are the same, bit for bit, as the four functions called one
+    after the other (with one core, that is what runs). ``workers`` as for
+    :func:`~attnlab.parallel.on_cores` (default: as many as the cores and the seeds).
+    It teaches nothing of its own: it runs those functions side by side, for speed.
+
+    Taught in chapter 04.
+    """
+    seeds = [int(seed) for seed in seeds]
+    todo = list(dict.fromkeys(seeds))
+    studies = on_cores(_study_seed, [(seed, _TRAINED.get(seed)) for seed in todo],
+                       workers=workers)
+    for seed, study in zip(todo, studies, strict=True):
+        _TRAINED.setdefault(seed, study.run)
+    done = dict(zip(todo, studies, strict=True))
+    return {seed: done[seed] for seed in seeds}
+
+
+def _study_seed(seed: int, run: TrainedModel | None) -> SeedStudy:
+    """One seed of :func:`seed_studies`: its training if ``run`` is None, then its
+    measurements. In a fresh process the run is put in that process's cache first, so
+    that :func:`emergence` reads it instead of training again."""
+    run = _train_seed(seed) if run is None else run
+    _TRAINED.setdefault(seed, run)
+    batch = eval_batch()
+    return SeedStudy(run, emergence(seed), pruning_curve(run.params, batch, CONFIG),
+                     greedy_pruning_curve(run.params, batch))
 
 
 def pooled_params(params: dict, n_kv_heads: int) -> tuple[ModelConfig, dict]:

@@ -246,6 +246,44 @@ def run_heads(
 
     Taught in chapter 02.
     """
+    calls = _head_calls(head_counts, n_seeds, rng=rng, eval_batch=eval_batch, task=task,
+                        d_model=d_model, steps=steps, batch_size=batch_size,
+                        seq_len=seq_len, lr=lr, n_layers=n_layers)
+    # the runs are independent (each from its own stream): trained side by side on the
+    # CPU cores, with the same results as one after the other
+    return on_cores(_head_run, calls)
+
+
+def run_heads_together(*studies: dict, workers: int | None = None) -> list[list[HeadRun]]:
+    """``[run_heads(**study) for study in studies]``, every run of every study in one call
+    of :func:`attnlab.parallel.on_cores`: one start of the processes, the runs of most
+    steps first, and the short runs fill the cores at the end. The streams are split from
+    each study's ``rng`` in the order of ``studies``, as the calls one after the other
+    would split them, so the results are the same, bit for bit. ``workers`` as for
+    :func:`~attnlab.parallel.on_cores`.
+
+    It teaches nothing of its own: it runs :func:`run_heads`'s runs side by side, for speed.
+
+    Taught in chapter 02.
+    """
+    plans = [_head_calls(**study) for study in studies]
+    calls = [call for plan in plans for call in plan]
+    # the longest runs first, so that short ones fill the cores at the end
+    order = sorted(range(len(calls)), key=lambda i: -calls[i][-1]["steps"])
+    runs: list = [None] * len(calls)
+    for i, run in zip(order, on_cores(_head_run, [calls[i] for i in order],
+                                      workers=workers), strict=True):
+        runs[i] = run
+    done = iter(runs)
+    return [[next(done) for _ in plan] for plan in plans]
+
+
+def _head_calls(head_counts=HEAD_COUNTS, n_seeds=3, *, rng: np.random.Generator,
+                eval_batch: Batch, task: TwoPositions | None = None, d_model: int = D_MODEL,
+                steps: int = STEPS, batch_size: int = BATCH_SIZE, seq_len: int = SEQ_LEN,
+                lr: float = 1e-2, n_layers: int = 1) -> list[tuple]:
+    """The calls of :func:`_head_run` that :func:`run_heads` makes (its arguments, its
+    defaults): one per head count and seed, seed ``s`` from a copy of stream ``s``."""
     task = TwoPositions() if task is None else task
     if not isinstance(n_seeds, dict):
         n_seeds = dict.fromkeys(head_counts, n_seeds)
@@ -259,9 +297,7 @@ def run_heads(
                    lr=lr, n_layers=n_layers))
              for n_heads in head_counts
              for seed, stream in enumerate(streams[:counts[n_heads]])]
-    # the runs are independent (each from its own stream): trained side by side on the
-    # CPU cores, with the same results as one after the other
-    return on_cores(_head_run, calls)
+    return calls
 
 
 def _head_run(n_heads: int, seed: int, stream: np.random.Generator, task: TwoPositions,

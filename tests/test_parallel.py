@@ -21,3 +21,15 @@ def test_a_containers_cpu_quota_limits_the_cores(tmp_path, monkeypatch, text, ca
     affinity = parallel._available_cores()
     monkeypatch.setattr(parallel, "CPU_QUOTA_FILE", quota)
     assert parallel._available_cores() == (affinity if cap is None else min(affinity, cap))
+
+
+def test_a_script_read_from_standard_input_runs_its_calls_in_order(tmp_path):
+    """A spawned process would look for the main script "<stdin>" on disk and die
+    (BrokenProcessPool): such a script gets its results here, in order."""
+    import subprocess
+    import sys
+
+    script = "from attnlab.parallel import on_cores\nprint(on_cores(abs, [(-1,), (-2,), (3,)]))\n"
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "[1, 2, 3]\n"), done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -40,6 +41,14 @@ def _available_cores() -> int:
     return cores
 
 
+def _main_can_be_started_again() -> bool:
+    """Whether a spawned process can import this one's main module: not when it is a
+    script read from standard input (``python - < script.py``: its "file" is ``<stdin>``),
+    which the new process would look for on disk and die."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return path is None or os.path.exists(path)
+
+
 def on_cores(func, calls: list, *, workers: int | None = None) -> list:
     """``[func(*args) for args in calls]``, the calls shared among the CPU cores.
 
@@ -47,7 +56,8 @@ def on_cores(func, calls: list, *, workers: int | None = None) -> list:
     the same, bit for bit, as one call after the other. The processes are started
     fresh ("spawn", as on macOS and Windows; a running Jupyter kernel is never forked),
     at most :data:`MAX_WORKERS` and no more than the cores, for this call only; with one
-    core or one call, everything runs here. ``func`` must be importable (a function of
+    core or one call (or a main script read from standard input, which a new process
+    could not import), everything runs here. ``func`` must be importable (a function of
     ``attnlab``), and every setting it needs must be in ``calls``: a fresh process
     imports the modules anew and does not see a module's constants changed in this one.
 
@@ -56,7 +66,7 @@ def on_cores(func, calls: list, *, workers: int | None = None) -> list:
     calls = [tuple(args) for args in calls]
     if workers is None:
         workers = min(len(calls), _available_cores(), MAX_WORKERS)
-    if workers <= 1:
+    if workers <= 1 or not _main_can_be_started_again():
         return [func(*args) for args in calls]
     context = multiprocessing.get_context("spawn")
     # the processes end with the call: none is left waiting in the kernel, and an

@@ -5,15 +5,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help book test lint unit nbval nbval-build build student student-test test-portable test-browser \
+.PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
         test-browser-built test-lab notebooks colab-cell typography budgets lab grade publish \
         clean distclean
 
 help:
 	@echo "make book       本を _build/html に作る"
-	@echo "make test       リンター・attnlab のテスト、そのあとノートブックの照合（学生版も）と本のビルドを並べて"
+	@echo "make test       リンター・attnlab のテスト・ノートブックの照合・本のビルド"
 	@echo "make notebooks  全ノートブックを実行し直して出力を保存する"
 	@echo "make typography 日本語の段落を 1 行にし、日本語の間の余分な空白を消す"
+	@echo "make budgets    各章の Run All と make test の各段の時間を表示する"
 	@echo "make colab-cell 各章の Colab 用のインストールのセルを _config.yml の URL に合わせる"
 	@echo "make student    解答を除いた学生版を student/ に書く"
 	@echo "make test-portable  全ノートブックを AVX2・AVX・AVX なしの CPU のレベルで照合し直す"
@@ -46,14 +47,7 @@ book: warm
 
 # nbval checks the student edition too (tests/nbval_student.py): the cells before a chapter's
 # first exercise run once for both editions, then the student's cells from there on.
-test: lint unit nbval-build
-
-# nbval and the strict build side by side: they are independent (nbval runs the notebooks, the
-# build reads their committed outputs), and together they keep both cores busy where each alone
-# would leave one idle (Sphinx reads the pages in one process, nbval's last notebook runs
-# alone). make -O prints each one's output whole when it ends; either failing fails this.
-nbval-build:
-	$(MAKE) --no-print-directory -j2 --output-sync=target nbval build
+test: lint unit nbval build
 
 # actionlint checks .github/workflows/ (and their run: scripts with shellcheck, where installed).
 lint: $(STAMP)

@@ -7,7 +7,7 @@ Usage: python -m benchmarks.budgets [--chapters] [--test] [NOTEBOOK ...]
 does, without writing anything, and prints the wall-clock seconds of each against the
 budget (30 s on a 2-core machine). ``--test`` runs the phases of ``make test`` one after
 the other (the prerequisites of ``test:`` in the Makefile: ``make lint``, ``unit``,
-``nbval-build``, which runs nbval and the strict build side by side) and prints
+``nbval``, ``build``) and prints
 the seconds of each and their sum against its budget (10 minutes). The load average
 (``os.getloadavg``) is printed before and after: on a shared machine a slow moment is
 not a regression. This is a report, not a test: nothing fails on a missed budget.

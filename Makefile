@@ -14,7 +14,6 @@ help:
 	@echo "make test       リンター・attnlab のテスト・ノートブックの照合・本のビルド"
 	@echo "make notebooks  全ノートブックを実行し直して出力を保存する"
 	@echo "make typography 日本語の段落を 1 行にし、日本語の間の余分な空白を消す"
-	@echo "make budgets    各章の Run All と make test の各段の時間を表示する"
 	@echo "make colab-cell 各章の Colab 用のインストールのセルを _config.yml の URL に合わせる"
 	@echo "make student    解答を除いた学生版を student/ に書く"
 	@echo "make test-portable  全ノートブックを AVX2・AVX・AVX なしの CPU のレベルで照合し直す"

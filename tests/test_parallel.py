@@ -33,3 +33,34 @@ def test_a_script_read_from_standard_input_runs_its_calls_in_order(tmp_path):
     done = subprocess.run([sys.executable, "-"], input=script, capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, "[1, 2, 3]\n"), done.stderr
+
+
+def test_a_cost_starts_the_costliest_calls_first_and_keeps_the_order_of_the_results():
+    calls = [(7, 2), (9, 4), (5, 5), (8, 3)]
+    expected = [divmod(*call) for call in calls]
+    assert on_cores(divmod, calls, workers=2, cost=lambda call: call[0]) == expected
+    assert on_cores(divmod, calls, workers=1, cost=lambda call: call[0]) == expected
+
+
+def test_the_calls_are_handed_to_the_pool_costliest_first(monkeypatch):
+    handed = []
+
+    class Pool:  # records what on_cores hands out, runs it here
+        def __init__(self, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def map(self, func, *columns):
+            handed.extend(zip(*columns, strict=True))
+            return [func(*args) for args in zip(*columns, strict=True)]
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Pool)
+    calls = [(7, 2), (9, 4), (5, 5), (9, 3)]
+    assert on_cores(divmod, calls, workers=2, cost=lambda call: call[0]) == \
+        [divmod(*call) for call in calls]
+    assert handed == [(9, 4), (9, 3), (7, 2), (5, 5)]  # equal costs keep their order

@@ -421,9 +421,9 @@ def finetune_comparisons(runs: dict, task, factors=(4, 2),
                          train_len: int = LENGTH_TRAIN_LEN, *,
                          workers: int | None = None) -> dict[int, dict[str, np.ndarray]]:
     """:func:`finetune_comparison` for every factor of ``factors``, all the curves in one
-    call of :func:`on_cores`: one start of the processes, and the short curves of one
-    factor fill the cores while the long ones of another run (the longest first, as
-    ``factors`` lists them). The results are the same, bit for bit, as
+    call of :func:`on_cores`: one start of the processes, the longest curves first (the
+    most tokens: length × steps), and the short curves fill the cores at the end. The
+    results are the same, bit for bit, as
     ``{factor: finetune_comparison(runs, task, factor)}``. ``workers`` as for
     :func:`on_cores`.
 
@@ -434,6 +434,8 @@ def finetune_comparisons(runs: dict, task, factors=(4, 2),
     factors = [int(factor) for factor in factors]
     plans = {factor: _finetune_calls(runs, task, factor, train_len) for factor in factors}
     calls = [call for _, factor_calls in plans.values() for call in factor_calls]
-    curves = iter(on_cores(_finetune_seed, calls, workers=workers))
+    # a call: (params, config, task, seed, setting, length, train_len)
+    curves = iter(on_cores(_finetune_seed, calls, workers=workers,
+                           cost=lambda call: call[5] * call[4]["marks"][-1]))
     return {factor: {name: np.stack([next(curves) for _ in runs]) for name in names}
             for factor, (names, _) in plans.items()}  # factor -> name -> (seeds, marks)

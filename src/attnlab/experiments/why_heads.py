@@ -268,13 +268,8 @@ def run_heads_together(*studies: dict, workers: int | None = None) -> list[list[
     """
     plans = [_head_calls(**study) for study in studies]
     calls = [call for plan in plans for call in plan]
-    # the longest runs first, so that short ones fill the cores at the end
-    order = sorted(range(len(calls)), key=lambda i: -calls[i][-1]["steps"])
-    runs: list = [None] * len(calls)
-    for i, run in zip(order, on_cores(_head_run, [calls[i] for i in order],
-                                      workers=workers), strict=True):
-        runs[i] = run
-    done = iter(runs)
+    done = iter(on_cores(_head_run, calls, workers=workers,
+                         cost=lambda call: call[-1]["steps"]))  # the longest runs first
     return [[next(done) for _ in plan] for plan in plans]
 
 

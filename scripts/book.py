@@ -72,9 +72,14 @@ def chapter_notebooks(root: Path = ROOT) -> list[Path]:
     return [path for path in paths if path.exists()]
 
 
-def execute_notebook(nb, folder: Path, timeout: int = TIMEOUT):
+def execute_notebook(nb, folder: Path, timeout: int = TIMEOUT, *, for_book: bool = True):
     """Run ``nb`` top to bottom in a fresh ``python3`` kernel whose working directory is
     ``folder``; the outputs are stored in ``nb``, which is also returned.
+
+    ``for_book`` (the default) runs it as ``make notebooks`` stores it: the kernel has
+    ``ATTNLAB_BOOK_OUTPUTS=1`` (:data:`attnlab.plotting.BOOK_OUTPUTS_ENV`), so each figure
+    also carries its dark version. ``for_book=False`` runs it as a reader's Run All does
+    (the budgets' benchmark).
 
     No timing metadata and no widget state are recorded, so two runs of unchanged code
     give identical notebooks. A failing cell raises nbclient's ``CellExecutionError``.
@@ -103,7 +108,12 @@ def execute_notebook(nb, folder: Path, timeout: int = TIMEOUT):
             record_timing=False,
             config=settings,
         )
-        client.execute()
+        from attnlab.plotting import BOOK_OUTPUTS_ENV  # here: matplotlib takes a second
+
+        env = {key: value for key, value in os.environ.items() if key != BOOK_OUTPUTS_ENV}
+        if for_book:
+            env[BOOK_OUTPUTS_ENV] = "1"
+        client.execute(env=env)
     return join_streams(nb)
 
 

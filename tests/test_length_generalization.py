@@ -201,6 +201,31 @@ def test_train_study_is_train_kinds_for_every_seed_on_two_processes():
                 np.testing.assert_array_equal(shared[seed][kind].params[name], value)
 
 
+def test_evaluate_study_is_evaluate_lengths_for_every_seed_on_two_processes():
+    # every (seed, method) on two fresh processes, each drawing its seed's batches anew:
+    # bit for bit evaluate_lengths of one seed after the other; the ablations too
+    from attnlab.experiments.length_generalization import (
+        LENGTH_ABLATIONS,
+        LENGTH_EVAL_SEED_OFFSET,
+        evaluate_study,
+    )
+
+    runs = {seed: {kind: fresh(kind, seed + i) for i, kind in enumerate(TRAINED_KINDS)}
+            for seed in (0, 1)}
+    for methods in (None, LENGTH_ABLATIONS):
+        shared = evaluate_study(runs, TASK, methods=methods, rows=8, workers=2)
+        assert list(shared) == [0, 1]
+        for seed in (0, 1):
+            alone = evaluate_lengths(
+                runs[seed], TASK, methods=methods, rows=8,
+                rng=np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed))
+            assert list(shared[seed]) == list(alone)
+            for method, values in alone.items():
+                np.testing.assert_array_equal(shared[seed][method], values)
+    with pytest.raises(ValueError, match="'ALiBi'"):
+        evaluate_study({0: {k: v for k, v in runs[0].items() if k != "ALiBi"}}, TASK)
+
+
 
 def test_finetune_settings_end_at_their_last_mark():
     from attnlab.experiments.length_generalization import FINETUNE_MARKS, FINETUNE_SETTINGS

@@ -172,7 +172,7 @@ def test_the_renderer_returns_a_light_and_a_dark_image_per_state_and_controls(
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").iterdir()} == before
 
 
-def test_a_notebook_figure_with_its_dark_version_becomes_two_images():
+def test_a_notebook_figure_with_its_dark_version_becomes_two_images(monkeypatch):
     import base64
 
     import matplotlib
@@ -180,8 +180,9 @@ def test_a_notebook_figure_with_its_dark_version_becomes_two_images():
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    from attnlab.plotting import DARK_PNG_KEY, figure_pngs
+    from attnlab.plotting import BOOK_OUTPUTS_ENV, DARK_PNG_KEY, figure_pngs
 
+    monkeypatch.setenv(BOOK_OUTPUTS_ENV, "1")  # as make notebooks runs a chapter
     fig = Figure()
     fig.subplots().plot([0, 1])
     light_b64, metadata = figure_pngs(fig)

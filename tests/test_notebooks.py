@@ -10,6 +10,7 @@ import re
 import nbformat
 import pytest
 
+from attnlab.plotting import DARK_PNG_KEY
 from attnlab.widgets import LIVE_HINT, OUTPUT_MARKER
 from scripts.book import ROOT, all_notebooks, toc_pages
 from scripts.exercises import KINDS, directive_names, directives, parse_exercises
@@ -139,6 +140,20 @@ def test_a_live_figure_is_stored_as_its_snapshot_with_a_caption_naming_binder_an
         assert any("image/png" in o.get("data", {}) for o in cell.outputs if _is_widget_output(o))
         caption = cell.metadata.get("mystnb", {}).get("figure", {}).get("caption", "")
         assert caption.endswith(LIVE_HINT), "キャプションは LIVE_HINT で終えてください"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_stored_figure_carries_its_dark_version(path):
+    """make notebooks stores each pyplot figure with its dark version, which the book shows
+    on a dark page; a reader's kernel draws none, so outputs saved from Jupyter lack it."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in _code_cells(nb):
+        for output in cell.outputs:
+            if "image/png" not in output.get("data", {}) or _is_widget_output(output):
+                continue  # a live figure's snapshot: the book draws its states itself
+            assert DARK_PNG_KEY in output.get("metadata", {}).get("image/png", {}), (
+                f"{path.stem}: 図に暗い版がありません（{cell.source[:40]!r}）: "
+                "make notebooks で実行し直してください")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

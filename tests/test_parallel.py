@@ -1,6 +1,10 @@
 """on_cores: independent calls shared among the CPU cores, in order, and the cores a
 container's CPU quota allows."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from attnlab import parallel
@@ -26,9 +30,6 @@ def test_a_containers_cpu_quota_limits_the_cores(tmp_path, monkeypatch, text, ca
 def test_a_script_read_from_standard_input_runs_its_calls_in_order(tmp_path):
     """A spawned process would look for the main script "<stdin>" on disk and die
     (BrokenProcessPool): such a script gets its results here, in order."""
-    import subprocess
-    import sys
-
     script = "from attnlab.parallel import on_cores\nprint(on_cores(abs, [(-1,), (-2,), (3,)]))\n"
     done = subprocess.run([sys.executable, "-"], input=script, capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)
@@ -64,3 +65,39 @@ def test_the_calls_are_handed_to_the_pool_costliest_first(monkeypatch):
     assert on_cores(divmod, calls, workers=2, cost=lambda call: call[0]) == \
         [divmod(*call) for call in calls]
     assert handed == [(9, 4), (9, 3), (7, 2), (5, 5)]  # equal costs keep their order
+
+
+CHILDREN = """
+import os, sys
+from multiprocessing import resource_tracker
+from attnlab.parallel import on_cores
+
+def children():  # processes whose parent is this one
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = open(f"/proc/{pid}/status").read()
+        except OSError:  # ended meanwhile
+            continue
+        if f"\\nPPid:\\t{os.getpid()}\\n" in status:
+            found.append(pid)
+    return found
+
+if __name__ == "__main__":
+    if sys.argv[1] == "running":
+        resource_tracker.ensure_running()
+    print(on_cores(abs, [(-1,), (-2,)], workers=2), len(children()))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="/proc のない OS")
+@pytest.mark.parametrize(("before", "left"), [("none", 0), ("running", 1)])
+def test_no_process_outlives_the_call_but_a_tracker_that_was_running(tmp_path, before, left):
+    """multiprocessing's resource tracker, started for the pool, ignores SIGTERM: left as a
+    child of a Jupyter kernel it made each kernel restart wait 2.3 s. A tracker running
+    before the call may watch the reader's own resources and stays."""
+    script = tmp_path / "children.py"
+    script.write_text(CHILDREN)
+    done = subprocess.run([sys.executable, str(script), before], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, f"[1, 2] {left}\n"), done.stderr

@@ -22,6 +22,7 @@ from attnlab import causal_mask, softmax  # noqa: E402
 from attnlab.plotting import (  # noqa: E402
     BLACK,
     BLUE,
+    BOOK_OUTPUTS_ENV,
     BOOK_RC,
     DARK_GREY,
     DARK_INK,
@@ -177,12 +178,13 @@ def test_a_png_records_its_smallest_font_and_its_resolution():
     assert once.size == (300, 200) and fig.dpi == 100  # the figure is left as it was
 
 
-def test_a_pyplot_figure_is_shown_at_half_its_pixels_with_its_dark_version():
+def test_a_pyplot_figure_is_shown_at_half_its_pixels_with_its_dark_version(monkeypatch):
     use_japanese_font()
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0], color=BLACK, label="線")
     ax.set_xlabel("位置")
     ax.legend()
+    monkeypatch.setenv(BOOK_OUTPUTS_ENV, "1")  # as make notebooks runs a chapter
     data, metadata = figure_pngs(fig)
     light = _png(base64.b64decode(data))
     dark = _png(base64.b64decode(metadata[DARK_PNG_KEY]))
@@ -195,8 +197,27 @@ def test_a_pyplot_figure_is_shown_at_half_its_pixels_with_its_dark_version():
     assert figure_pngs(plt.figure()) is None
 
 
-def test_in_jupyter_the_style_displays_figures_as_the_books_pngs():
+def test_a_readers_kernel_draws_no_dark_version_and_the_same_light_picture(monkeypatch):
+    """Jupyter shows only the light picture: a reader's Run All does not draw the dark one
+    (half of each figure's time), and the picture shown is the book's, byte for byte."""
+    use_japanese_font()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0], color=BLACK, label="線")
+    ax.legend()
+    monkeypatch.delenv(BOOK_OUTPUTS_ENV, raising=False)
+    reader, reader_metadata = figure_pngs(fig)
+    monkeypatch.setenv(BOOK_OUTPUTS_ENV, "1")
+    book, book_metadata = figure_pngs(fig)
+    assert DARK_PNG_KEY not in reader_metadata and DARK_PNG_KEY in book_metadata
+    assert reader == book
+    assert reader_metadata == {key: value for key, value in book_metadata.items()
+                               if key != DARK_PNG_KEY}
+
+
+def test_in_jupyter_the_style_displays_figures_as_the_books_pngs(monkeypatch):
     from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv(BOOK_OUTPUTS_ENV, "1")
 
     shell = InteractiveShell.instance()
     try:

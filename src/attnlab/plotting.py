@@ -29,6 +29,7 @@ import colorsys
 import contextlib
 import functools
 import io
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -148,6 +149,12 @@ DARK_INK = "#E6E6E6"
 #: base64 PNG: the book shows it on a dark page (``attnlab.live_book``); Jupyter ignores it.
 DARK_PNG_KEY = "attnlab_dark_png"
 
+#: Environment variable that the scripts storing a notebook's outputs for the book set to
+#: ``"1"`` (``make notebooks``: ``scripts.book.execute_notebook``): then each figure also
+#: carries its dark version (:data:`DARK_PNG_KEY`). A reader's kernel leaves it out:
+#: Jupyter shows only the light picture, and each figure is drawn once instead of twice.
+BOOK_OUTPUTS_ENV = "ATTNLAB_BOOK_OUTPUTS"
+
 
 @functools.cache
 def _register_font() -> None:
@@ -164,8 +171,9 @@ def use_japanese_font() -> str:
     default family, so titles and labels in Japanese render without missing-glyph
     warnings; sets the figure size of the book's column, the font sizes and the resolution
     (:data:`BOOK_RC`). In Jupyter it also shows each figure as the book's PNG
-    (:func:`figure_pngs`): sharp, with the record of its smallest font and its dark
-    version. A notebook calls it once in its setup cell; calling it again is harmless.
+    (:func:`figure_pngs`): sharp, with the record of its smallest font (and, when the
+    outputs are stored for the book, its dark version). A notebook calls it once in its
+    setup cell; calling it again is harmless.
 
     Returns
     -------
@@ -475,9 +483,10 @@ def _has_colour_map(fig: Figure) -> bool:
 def figure_pngs(fig: Figure) -> tuple[str, dict[str, Any]] | None:
     """A figure's display in Jupyter: the base64 PNG and its metadata.
 
-    The metadata give the size to show it at (half its pixels) and, under
-    :data:`DARK_PNG_KEY`, the dark version, which the book shows on a dark page. None for
-    a figure without axes (nothing to show), as Jupyter's own display does.
+    The metadata give the size to show it at (half its pixels) and, when the outputs are
+    stored for the book (:data:`BOOK_OUTPUTS_ENV`), under :data:`DARK_PNG_KEY` the dark
+    version, which the book shows on a dark page. None for a figure without axes (nothing
+    to show), as Jupyter's own display does.
 
     Not taught: how a notebook figure becomes the book's picture.
     """
@@ -485,8 +494,9 @@ def figure_pngs(fig: Figure) -> tuple[str, dict[str, Any]] | None:
         return None
     light = book_png(fig)
     width, height = Image.open(io.BytesIO(light)).size
-    metadata = {"width": width // PNG_SCALE, "height": height // PNG_SCALE,
-                DARK_PNG_KEY: base64.b64encode(book_png(fig, dark=True)).decode("ascii")}
+    metadata = {"width": width // PNG_SCALE, "height": height // PNG_SCALE}
+    if os.environ.get(BOOK_OUTPUTS_ENV) == "1":
+        metadata[DARK_PNG_KEY] = base64.b64encode(book_png(fig, dark=True)).decode("ascii")
     return base64.b64encode(light).decode("ascii"), metadata
 
 

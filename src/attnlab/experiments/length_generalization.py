@@ -17,9 +17,9 @@ Then a short fine-tune at 2L and 4L of the trained RoPE model, once as it is
 (extrapolation) and once with position interpolation: Chen et al.'s comparison in
 miniature.
 
-The runs are independent (each draws from its own generator), so :func:`train_study`
-and :func:`finetune_comparison` (:func:`finetune_comparisons` for both lengths at once)
-share them among the CPU cores (:func:`on_cores`, not taught); the results are the same,
+The runs are independent (each draws from its own generator), so :func:`train_study`,
+:func:`evaluate_study` and :func:`finetune_comparison` (:func:`finetune_comparisons` for
+both lengths at once) share them among the CPU cores (:func:`on_cores`, not taught); the results are the same,
 bit for bit, as one run after the other.
 """
 
@@ -266,7 +266,10 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
     dict of str to np.ndarray
         Method label → accuracies, shape (len(factors),).
 
-    Taught in chapter 10.
+    :func:`evaluate_study`, which chapters 10 and 11 call, makes the same evaluations for
+    every seed on every core.
+
+    Not taught: the evaluations of one seed, one after the other.
     """
     train_len = positive_int(train_len, "train_len")
     lengths = [positive_int(f, "factors の要素") * train_len for f in factors]
@@ -283,6 +286,46 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
             for length, batch in zip(lengths, batches, strict=True)
         ])
     return out
+
+
+def _evaluate_method(run, task, seed: int, method: str, kind_scaling: tuple,
+                     train_len: int, factors, rows: int) -> np.ndarray:
+    """One method of :func:`evaluate_study` for one seed: its row of
+    :func:`evaluate_lengths`, on the batches that seed's generator draws."""
+    kind, _ = kind_scaling
+    return evaluate_lengths({kind: run}, task,
+                            rng=np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed),
+                            train_len=train_len, factors=factors, rows=rows,
+                            methods={method: kind_scaling})[method]
+
+
+def evaluate_study(runs: dict, task, *, methods: dict | None = None,
+                   train_len: int = LENGTH_TRAIN_LEN, factors=LENGTH_FACTORS,
+                   rows: int = LENGTH_EVAL_ROWS, workers: int | None = None) -> dict:
+    """:func:`evaluate_lengths` for every seed of ``runs``, each seed's batches drawn by
+    ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)``.
+
+    The evaluations (one per seed and method) are independent, so :func:`on_cores` shares
+    them among the CPU cores; every one draws its seed's batches anew (the same batches),
+    and the result is the same, bit for bit, as evaluating one seed after the other.
+
+    Returns
+    -------
+    dict
+        seed → {method: accuracies, shape (len(factors),)}.
+
+    Taught in chapter 10.
+    """
+    methods = LENGTH_METHODS if methods is None else methods
+    for by_kind in runs.values():
+        for kind, _ in methods.values():
+            if kind not in by_kind:
+                raise ValueError(f"runs に {kind!r} の学習済みモデルがありません")
+    calls = [(runs[seed][kind], task, seed, method, (kind, scaling), train_len,
+              tuple(factors), rows)
+             for seed in runs for method, (kind, scaling) in methods.items()]
+    done = iter(on_cores(_evaluate_method, calls, workers=workers))
+    return {seed: {method: next(done) for method in methods} for seed in runs}
 
 
 def finetune_curve(params: dict, config: ModelConfig, task, *, rng: np.random.Generator,

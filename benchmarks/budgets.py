@@ -3,12 +3,13 @@
 Usage: python -m benchmarks.budgets [--chapters] [--test] [NOTEBOOK ...]
 
 ``--chapters`` (the default when nothing is asked) executes every notebook of
-``notebooks/`` (or those named) top to bottom in a fresh kernel, as Run All in Jupyter
-does, without writing anything, and prints the wall-clock seconds of each against the
-budget (30 s on a 2-core machine). ``--test`` runs the phases of ``make test`` one after
-the other (the prerequisites of ``test:`` in the Makefile: ``make lint``, ``unit``,
-``nbval``, ``build``) and prints
-the seconds of each and their sum against its budget (10 minutes). The load average
+``notebooks/`` (or those named) top to bottom in a fresh kernel, as Run All in a reader's
+Jupyter does (each figure drawn once, without the dark version that ``make notebooks``
+adds for the book: :data:`attnlab.plotting.BOOK_OUTPUTS_ENV`), without writing anything,
+and prints the wall-clock seconds of each against the budget (30 s on a 2-core machine).
+``--test`` runs the phases of ``make test`` one after the other (the prerequisites of
+``test:`` in the Makefile: ``make lint``, ``unit``, ``nbval``, ``build``) and prints the
+seconds of each and their sum against its budget (10 minutes). The load average
 (``os.getloadavg``) is printed before and after: on a shared machine a slow moment is
 not a regression. This is a report, not a test: nothing fails on a missed budget.
 

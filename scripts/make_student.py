@@ -276,7 +276,7 @@ def run_student(nb, folder: Path, stubbed: list[str]) -> list[str]:
     """Execute the student notebook ``nb`` (changed in place) top to bottom in a fresh
     kernel whose working directory is ``folder``; return the problems."""
     try:
-        execute_notebook(nb, folder)
+        execute_notebook(nb, folder, for_book=False)  # as a student runs it: no dark versions
     except CellExecutionError as err:
         return [f"実行中にエラーが出ました：\n{err}"]
     return self_check_problems(nb.cells, stubbed)

@@ -46,16 +46,32 @@ def test_the_book_chapters_are_notebooks_of_notebooks_folder():
     assert all(path.parent == ROOT / "notebooks" for path in chapters)
 
 
-def test_execute_runs_in_the_notebooks_folder_and_records_no_timing(tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "import os\nprint(os.getcwd())")])
+ENV_PROBE = ("import os\nprint(os.getcwd())\n"
+             "print(os.environ.get('ATTNLAB_BOOK_OUTPUTS'), os.environ.get('ATTNLAB_PROBE'))")
+
+
+def test_execute_runs_in_the_notebooks_folder_and_records_no_timing(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_PROBE", "kept")  # the kernel gets this process's environment
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(ENV_PROBE)])
     executed = execute_notebook(nb, tmp_path)
     assert executed is nb
     cell = nb.cells[0]
     assert cell.execution_count == 1
-    assert cell.outputs[0].text.strip() == str(tmp_path)
+    # stored for the book (make notebooks): the figures carry their dark version
+    assert cell.outputs[0].text.split("\n")[:2] == [str(tmp_path), "1 kept"]
     assert "execution" not in cell.metadata
     assert "widgets" not in nb.metadata
+
+
+def test_execute_as_a_reader_runs_without_the_book_outputs(tmp_path, monkeypatch):
+    from attnlab.plotting import BOOK_OUTPUTS_ENV
+
+    assert BOOK_OUTPUTS_ENV == "ATTNLAB_BOOK_OUTPUTS"
+    monkeypatch.setenv(BOOK_OUTPUTS_ENV, "1")  # even when this process has it
+    monkeypatch.setenv("ATTNLAB_PROBE", "kept")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(ENV_PROBE)])
+    execute_notebook(nb, tmp_path, for_book=False)  # as benchmarks.budgets times a chapter
+    assert nb.cells[0].outputs[0].text.split("\n")[1] == "None kept"
 
 
 def test_execute_talks_to_the_kernel_without_the_tcp_warning(tmp_path, capfd):

@@ -222,8 +222,10 @@ def test_evaluate_study_is_evaluate_lengths_for_every_seed_on_two_processes():
             assert list(shared[seed]) == list(alone)
             for method, values in alone.items():
                 np.testing.assert_array_equal(shared[seed][method], values)
-    with pytest.raises(ValueError, match="'ALiBi'"):
+    with pytest.raises(ValueError, match=r"runs\[0\] に 'ALiBi'"):
         evaluate_study({0: {k: v for k, v in runs[0].items() if k != "ALiBi"}}, TASK)
+    with pytest.raises(ValueError, match="rows=0"):  # before any process starts
+        evaluate_study(runs, TASK, rows=0)
 
 
 

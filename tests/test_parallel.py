@@ -86,18 +86,28 @@ def children():  # processes whose parent is this one
 if __name__ == "__main__":
     if sys.argv[1] == "running":
         resource_tracker.ensure_running()
+    if sys.argv[1] == "threads":  # two calls at once: the tracker stops after the last
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(2) as threads:
+            done = list(threads.map(lambda n: on_cores(abs, [(-n,), (-2 * n,)], workers=2),
+                                    [1, 2]))
+        assert done == [[1, 2], [2, 4]], done
     print(on_cores(abs, [(-1,), (-2,)], workers=2), len(children()))
+    print(on_cores(abs, [(-3,), (-4,)], workers=2), len(children()))  # a new tracker
 """
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="/proc のない OS")
-@pytest.mark.parametrize(("before", "left"), [("none", 0), ("running", 1)])
+@pytest.mark.parametrize(("before", "left"), [("none", 0), ("running", 1), ("threads", 0)])
 def test_no_process_outlives_the_call_but_a_tracker_that_was_running(tmp_path, before, left):
     """multiprocessing's resource tracker, started for the pool, ignores SIGTERM: left as a
     child of a Jupyter kernel it made each kernel restart wait 2.3 s. A tracker running
-    before the call may watch the reader's own resources and stays."""
+    before the call may watch the reader's own resources and stays; with two calls at once
+    (threads) it stops after the last, and the next call starts a new one."""
     script = tmp_path / "children.py"
     script.write_text(CHILDREN)
     done = subprocess.run([sys.executable, str(script), before], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)
-    assert (done.returncode, done.stdout) == (0, f"[1, 2] {left}\n"), done.stderr
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"[1, 2] {left}\n[3, 4] {left}\n"
+    assert "leaked" not in done.stderr and "Traceback" not in done.stderr, done.stderr

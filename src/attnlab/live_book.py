@@ -28,8 +28,9 @@ the same note from the captions of live figures that still end with it
 (:data:`attnlab.widgets.LIVE_HINT`).
 
 The same renderer shows a notebook's pyplot figure that carries its dark version (output
-metadata :data:`attnlab.plotting.DARK_PNG_KEY`, written by the book's figure style) as
-two images, one per page colour.
+metadata :data:`attnlab.plotting.DARK_PNG_KEY`, written by the book's figure style when
+``make notebooks`` stores the outputs: :data:`attnlab.plotting.BOOK_OUTPUTS_ENV`) as two
+images, one per page colour.
 
 ``_static/attnlab-live.js`` (the project's own, no CDN) switches the images when a control
 moves and tells a screen reader the new state's alt text (a polite live region). Other

@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -77,7 +78,7 @@ def on_cores(func, calls: list, *, workers: int | None = None, cost=None) -> lis
     if cost is not None:
         order.sort(key=lambda i: -cost(calls[i]))  # stable: equal costs keep their order
     context = multiprocessing.get_context("spawn")
-    tracker_was_running = _resource_tracker_running()
+    _pool_starts()
     results: list = [None] * len(calls)
     # the processes end with the call: none is left waiting in the kernel, and an
     # interrupted cell (Kernel → Interrupt) leaves nothing behind for the next one
@@ -87,22 +88,41 @@ def on_cores(func, calls: list, *, workers: int | None = None, cost=None) -> lis
             for i, result in zip(order, done, strict=True):
                 results[i] = result
     finally:
-        if not tracker_was_running:
-            _stop_resource_tracker()
+        _pool_ends()
     return results
 
 
-def _resource_tracker_running() -> bool:
-    tracker = getattr(resource_tracker, "_resource_tracker", None)
-    return getattr(tracker, "_fd", None) is not None
+# multiprocessing's resource tracker: a process that watches the pools' semaphores, started
+# by the first pool and then left running. It ignores SIGTERM, and ipykernel waits for the
+# kernel's children when it shuts down: each shutdown or restart of a kernel that had run a
+# pool took 2.3 s longer here. The last pool to end stops the tracker if the first one
+# started it; a tracker that ran before (it may watch a reader's own resources) is left.
+_tracker_lock = threading.Lock()
+_pools_running = 0
+_tracker_is_ours = False
 
 
-def _stop_resource_tracker() -> None:
-    """Stop the resource tracker that the pool started (multiprocessing watches the pool's
-    semaphores with it). Left running, it is a child of the Jupyter kernel that ignores
-    SIGTERM, and ipykernel waits for its children at shutdown: each restart of the kernel
-    took 2.3 s longer here. A tracker that ran before the call is left alone (it may watch
-    a reader's own resources); the next pool starts a new one."""
-    stop = getattr(getattr(resource_tracker, "_resource_tracker", None), "_stop", None)
-    if stop is not None:  # a private method of CPython's; without it the tracker stays
-        stop()
+def _tracker():
+    return getattr(resource_tracker, "_resource_tracker", None)
+
+
+def _pool_starts() -> None:
+    global _pools_running, _tracker_is_ours
+    with _tracker_lock:
+        if _pools_running == 0:
+            _tracker_is_ours = getattr(_tracker(), "_fd", None) is None  # not running yet
+        _pools_running += 1
+
+
+def _pool_ends() -> None:
+    global _pools_running
+    with _tracker_lock:
+        _pools_running -= 1
+        if _pools_running > 0 or not _tracker_is_ours:
+            return
+        stop = getattr(_tracker(), "_stop", None)  # private to CPython: else it stays
+        if stop is not None:
+            try:
+                stop()
+            except Exception:  # a tracker that cannot stop only costs time
+                pass

@@ -649,7 +649,7 @@ def check_figures(tab, site: Path | None, page: str, design: DesignFindings,
         if px is None or not figure["styled"]:
             design.add(problems, page, "old-style-figure", key,
                        f"図 {key} は本の様式で描かれていません（最小の字の記録も"
-                       "ダークモードの版もない）")
+                       "ダークモードの版もない。make notebooks で保存し直してください）")
             continue
         sizes.append(px)
         design.sizes[page, key] = px
@@ -795,7 +795,8 @@ def check_page_dark(context, router: "Router", base: str, page: str,
         key = figure["figure"] or figure["src"]
         if not figure["styled"]:
             design.add(problems, page, "old-style-figure", key,
-                       f"図 {key} にダークモードの版がありません（本の様式で描かれていない）")
+                       f"図 {key} にダークモードの版がありません（本の様式で描かれていないか、"
+                       "make notebooks 以外で保存された）")
             continue
         transparent = figure["background"] in ("transparent", "rgba(0, 0, 0, 0)")
         if figure["filter"] != "none" or not transparent or figure["padding"] > 0:

@@ -18,9 +18,9 @@ Then a short fine-tune at 2L and 4L of the trained RoPE model, once as it is
 miniature.
 
 The runs are independent (each draws from its own generator), so :func:`train_study`,
-:func:`evaluate_study` and :func:`finetune_comparison` (:func:`finetune_comparisons` for
-both lengths at once) share them among the CPU cores (:func:`on_cores`, not taught); the results are the same,
-bit for bit, as one run after the other.
+:func:`evaluate_study` and :func:`finetune_comparison` (:func:`finetune_comparisons`
+for both lengths at once) share them among the CPU cores (:func:`on_cores`, not
+taught); the results are the same, bit for bit, as one run after the other.
 """
 
 import dataclasses
@@ -266,10 +266,10 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
     dict of str to np.ndarray
         Method label → accuracies, shape (len(factors),).
 
-    :func:`evaluate_study`, which chapters 10 and 11 call, makes the same evaluations for
-    every seed on every core.
+    :func:`evaluate_study` makes the same evaluations for every seed, shared among the
+    CPU cores.
 
-    Not taught: the evaluations of one seed, one after the other.
+    Taught in chapter 10.
     """
     train_len = positive_int(train_len, "train_len")
     lengths = [positive_int(f, "factors の要素") * train_len for f in factors]
@@ -309,6 +309,19 @@ def evaluate_study(runs: dict, task, *, methods: dict | None = None,
     them among the CPU cores; every one draws its seed's batches anew (the same batches),
     and the result is the same, bit for bit, as evaluating one seed after the other.
 
+    Parameters
+    ----------
+    runs : dict
+        seed → {trained kind: :class:`TrainedRun` (or the parameters)}, as
+        :func:`train_study` returns it.
+    task : callable
+    methods : dict, optional
+        Label → (trained kind, scaling); :data:`LENGTH_METHODS` by default.
+    train_len, factors, rows
+        As for :func:`evaluate_lengths`.
+    workers : int, optional
+        As for :func:`on_cores`.
+
     Returns
     -------
     dict
@@ -317,12 +330,14 @@ def evaluate_study(runs: dict, task, *, methods: dict | None = None,
     Taught in chapter 10.
     """
     methods = LENGTH_METHODS if methods is None else methods
-    for by_kind in runs.values():
+    train_len = positive_int(train_len, "train_len")
+    factors = tuple(positive_int(f, "factors の要素") for f in factors)
+    rows = positive_int(rows, "rows")
+    for seed, by_kind in runs.items():
         for kind, _ in methods.values():
             if kind not in by_kind:
-                raise ValueError(f"runs に {kind!r} の学習済みモデルがありません")
-    calls = [(runs[seed][kind], task, seed, method, (kind, scaling), train_len,
-              tuple(factors), rows)
+                raise ValueError(f"runs[{seed!r}] に {kind!r} の学習済みモデルがありません")
+    calls = [(runs[seed][kind], task, seed, method, (kind, scaling), train_len, factors, rows)
              for seed in runs for method, (kind, scaling) in methods.items()]
     done = iter(on_cores(_evaluate_method, calls, workers=workers))
     return {seed: {method: next(done) for method in methods} for seed in runs}

@@ -201,9 +201,9 @@ def test_train_study_is_train_kinds_for_every_seed_on_two_processes():
                 np.testing.assert_array_equal(shared[seed][kind].params[name], value)
 
 
-def test_evaluate_study_is_evaluate_lengths_for_every_seed_on_two_processes():
-    # every (seed, method) on two fresh processes, each drawing its seed's batches anew:
-    # bit for bit evaluate_lengths of one seed after the other; the ablations too
+def test_evaluate_study_is_evaluate_lengths_for_every_seed_on_two_threads():
+    # every (seed, method) on two threads, each drawing its seed's batches anew: bit for
+    # bit evaluate_lengths of one seed after the other; the ablations too
     from attnlab.experiments.length_generalization import (
         LENGTH_ABLATIONS,
         LENGTH_EVAL_SEED_OFFSET,

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from attnlab import parallel
-from attnlab.parallel import on_cores
+from attnlab.parallel import on_cores, on_threads
 
 
 def test_on_cores_keeps_the_order_of_the_calls():
@@ -111,3 +111,32 @@ def test_no_process_outlives_the_call_but_a_tracker_that_was_running(tmp_path, b
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"[1, 2] {left}\n[3, 4] {left}\n"
     assert "leaked" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_on_threads_keeps_the_order_and_the_readers_blas_threads():
+    import numpy as np
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from attnlab.model import ModelConfig, forward, init_params
+
+    config = ModelConfig(vocab_size=8, d_model=16, n_heads=2, n_layers=1, max_len=8)
+    params = init_params(config, np.random.default_rng(0))
+    tokens = [np.random.default_rng(seed).integers(8, size=(4, 8)) for seed in range(6)]
+    alone = [forward(params, t, config).logits for t in tokens]
+
+    def blas_threads():
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    with threadpool_limits(limits=2, user_api="blas"):  # the reader's setting
+        before = blas_threads()
+        shared = on_threads(forward, [(params, t, config) for t in tokens], workers=2)
+        during = on_threads(blas_threads, [(), ()], workers=2)
+        assert blas_threads() == before  # put back after the call
+    # one BLAS thread around every call, so that the limits forward sets and undoes
+    # itself cannot leave the reader's setting changed, whatever their order
+    assert during == [[1] * len(before)] * 2 and 2 in before
+    for mine, theirs in zip(alone, shared, strict=True):
+        np.testing.assert_array_equal(theirs.logits, mine)  # in order, bit for bit
+    assert on_threads(divmod, [(7, 2), (9, 4)], workers=1) == [(3, 1), (2, 1)]
+    with pytest.raises(ZeroDivisionError):  # a failing call fails the whole
+        on_threads(divmod, [(7, 2), (1, 0)], workers=2)

@@ -17,10 +17,11 @@ Then a short fine-tune at 2L and 4L of the trained RoPE model, once as it is
 (extrapolation) and once with position interpolation: Chen et al.'s comparison in
 miniature.
 
-The runs are independent (each draws from its own generator), so :func:`train_study`,
-:func:`evaluate_study` and :func:`finetune_comparison` (:func:`finetune_comparisons`
-for both lengths at once) share them among the CPU cores (:func:`on_cores`, not
-taught); the results are the same, bit for bit, as one run after the other.
+The runs are independent (each draws from its own generator), so :func:`train_study`
+and :func:`finetune_comparison` (:func:`finetune_comparisons` for both lengths at once)
+share them among the CPU cores (:func:`on_cores`, not taught), and :func:`evaluate_study`
+its evaluations (:func:`on_threads`); the results are the same, bit for bit, as one run
+after the other.
 """
 
 import dataclasses
@@ -31,7 +32,7 @@ import numpy as np
 
 from attnlab._validate import choice, generator, positive_int
 from attnlab.model import ModelConfig, check_config, forward
-from attnlab.parallel import on_cores
+from attnlab.parallel import on_cores, on_threads
 from attnlab.training import train
 
 #: The model of the chapter: one layer, eight heads (so that ALiBi's steepest slope is
@@ -266,10 +267,10 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
     dict of str to np.ndarray
         Method label → accuracies, shape (len(factors),).
 
-    :func:`evaluate_study` makes the same evaluations for every seed, shared among the
-    CPU cores.
+    :func:`evaluate_study`, which chapters 10 and 11 call, makes the same evaluations for
+    every seed, shared among the CPU cores.
 
-    Taught in chapter 10.
+    Not taught: the evaluations of one seed, one after the other.
     """
     train_len = positive_int(train_len, "train_len")
     lengths = [positive_int(f, "factors の要素") * train_len for f in factors]
@@ -305,9 +306,11 @@ def evaluate_study(runs: dict, task, *, methods: dict | None = None,
     """:func:`evaluate_lengths` for every seed of ``runs``, each seed's batches drawn by
     ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)``.
 
-    The evaluations (one per seed and method) are independent, so :func:`on_cores` shares
-    them among the CPU cores; every one draws its seed's batches anew (the same batches),
-    and the result is the same, bit for bit, as evaluating one seed after the other.
+    The evaluations (one per seed and method) are independent, so :func:`on_threads`
+    shares them among the CPU cores (a forward pass over a long batch is a few large numpy
+    operations, which run in threads side by side); every one draws its seed's batches
+    anew (the same batches), and the result is the same, bit for bit, as evaluating one
+    seed after the other.
 
     Parameters
     ----------
@@ -320,7 +323,7 @@ def evaluate_study(runs: dict, task, *, methods: dict | None = None,
     train_len, factors, rows
         As for :func:`evaluate_lengths`.
     workers : int, optional
-        As for :func:`on_cores`.
+        As for :func:`on_threads`.
 
     Returns
     -------
@@ -339,7 +342,7 @@ def evaluate_study(runs: dict, task, *, methods: dict | None = None,
                 raise ValueError(f"runs[{seed!r}] に {kind!r} の学習済みモデルがありません")
     calls = [(runs[seed][kind], task, seed, method, (kind, scaling), train_len, factors, rows)
              for seed in runs for method, (kind, scaling) in methods.items()]
-    done = iter(on_cores(_evaluate_method, calls, workers=workers))
+    done = iter(on_threads(_evaluate_method, calls, workers=workers))
     return {seed: {method: next(done) for method in methods} for seed in runs}
 
 

@@ -140,3 +140,10 @@ def test_on_threads_keeps_the_order_and_the_readers_blas_threads():
     assert on_threads(divmod, [(7, 2), (9, 4)], workers=1) == [(3, 1), (2, 1)]
     with pytest.raises(ZeroDivisionError):  # a failing call fails the whole
         on_threads(divmod, [(7, 2), (1, 0)], workers=2)
+
+
+def test_on_threads_keeps_the_callers_numpy_error_settings():
+    import numpy as np
+
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        on_threads(np.divide, [(1.0, 1.0), (1.0, 0.0)], workers=2)  # as in this thread

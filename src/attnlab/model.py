@@ -265,7 +265,9 @@ def _one_blas_thread(func):
     The model's matrix products are small (64 wide): a second BLAS thread spends more on
     waking and waiting than it saves, and on a shared machine (Binder, Colab, a busy
     laptop) the threads wait for each other. The limit holds only inside the call
-    (threadpoolctl), so the rest of a notebook keeps the reader's setting.
+    (threadpoolctl), so the rest of a notebook keeps the reader's setting. The setting is
+    the process's: two threads inside such calls at once can put back each other's limit,
+    so :func:`attnlab.parallel.on_threads` holds one limit around all of its calls.
     """
     @functools.wraps(func)
     def limited(*args, **kwargs):

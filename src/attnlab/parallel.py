@@ -14,6 +14,7 @@ Not taught: it makes the chapters faster on a reader's two cores, nothing more.
 
 from __future__ import annotations
 
+import contextvars
 import multiprocessing
 import os
 import sys
@@ -24,7 +25,8 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
-#: At most this many processes share the runs (:func:`on_cores`).
+#: At most this many processes (:func:`on_cores`) or threads (:func:`on_threads`) share
+#: the calls.
 MAX_WORKERS = 4
 
 #: A container's CPU quota (cgroup v2: "quota period" or "max period"), as a Binder or
@@ -107,7 +109,9 @@ def on_threads(func, calls: list, *, workers: int | None = None) -> list:
     be independent: then the results are the same, bit for bit, as one call after the
     other. The BLAS library runs on one thread during the call (the products are small,
     and two threads each asking for every core would wait for each other); with one core
-    or one call, everything runs here, in order.
+    or one call, everything runs here, in order. Each call runs in a copy of the caller's
+    context, so numpy's error settings (``np.errstate``) hold in the threads as here.
+    ``workers`` as for :func:`on_cores`.
 
     Not taught: it makes a chapter faster on a machine of two or more cores.
     """
@@ -116,11 +120,12 @@ def on_threads(func, calls: list, *, workers: int | None = None) -> list:
         workers = min(len(calls), _available_cores(), MAX_WORKERS)
     if workers <= 1:
         return [func(*args) for args in calls]
+    context = contextvars.copy_context()  # np.errstate lives in a context variable
     # one limit around every call: the limits the calls set and undo themselves
     # (attnlab.model.forward) then find and leave one thread, whatever their order
     with threadpool_limits(limits=1, user_api="blas"):
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(lambda args: func(*args), calls))
+            return list(pool.map(lambda args: context.copy().run(func, *args), calls))
 
 
 # multiprocessing's resource tracker: a process that watches the pools' semaphores, started

@@ -47,12 +47,11 @@ from attnlab.experiments.learned_positions import (
 )
 from attnlab.experiments.learned_positions import train_short as train_learned
 from attnlab.experiments.length_generalization import (
-    LENGTH_EVAL_SEED_OFFSET,
     LENGTH_METHODS,
     LENGTH_MODEL,
     LENGTH_SEEDS,
     LENGTH_TRAIN_LEN,
-    evaluate_lengths,
+    evaluate_study,
     finetune_comparison,
     length_config,
     method_config,
@@ -292,16 +291,14 @@ def length_study(seeds=CH10_SEEDS) -> LengthStudy:
     The same runs and evaluation batches as the chapter for each seed of ``seeds``
     (by default its first seed only): :func:`train_kinds` per seed (run on every core by
     :func:`train_study`), and the batches drawn from
-    ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)``.
+    ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)`` (:func:`evaluate_study`).
 
     Taught in chapter 11.
     """
     start = time.perf_counter()
     task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
-    runs, per_seed = train_study(seeds, task), {}
-    for seed in seeds:
-        per_seed[seed] = evaluate_lengths(
-            runs[seed], task, rng=np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed))
+    runs = train_study(seeds, task)
+    per_seed = evaluate_study(runs, task)  # seed -> {method: (3,)}, chapter 10's batches
     accuracy = {m: np.stack([per_seed[s][m] for s in seeds]) for m in LENGTH_METHODS}
     return LengthStudy(runs, accuracy, time.perf_counter() - start)
 

@@ -229,6 +229,36 @@ def test_evaluate_study_is_evaluate_lengths_for_every_seed_on_two_threads():
 
 
 
+def test_position_study_is_position_accuracy_for_every_seed_and_method_on_two_threads():
+    # every (seed, method) on two threads: bit for bit position_accuracy of one after the
+    # other, each method in its setting at the batch's length (PI differs from RoPE there)
+    from attnlab.experiments.length_generalization import (
+        method_config,
+        position_accuracy,
+        position_study,
+    )
+
+    runs = {seed: {kind: fresh(kind, seed + i) for i, kind in enumerate(TRAINED_KINDS)}
+            for seed in (0, 1)}
+    batches = {seed: TASK(np.random.default_rng(20 + seed), 8, 64) for seed in (0, 1)}
+    shared = position_study(runs, batches, workers=2)
+    assert list(shared) == list(LENGTH_METHODS)
+    for method, (kind, scaling) in LENGTH_METHODS.items():
+        config = method_config(length_config(kind), scaling, 16, 64)
+        alone = np.stack([position_accuracy(runs[seed][kind], batches[seed], config)
+                          for seed in (0, 1)])  # (seeds, T)
+        assert shared[method].shape == (2, 64)
+        np.testing.assert_array_equal(shared[method], alone)
+    assert not np.array_equal(shared["RoPE+PI"], shared["RoPE 外挿"])
+    with pytest.raises(ValueError, match=r"シード \[1\]"):
+        position_study(runs, {0: batches[0]})
+    with pytest.raises(ValueError, match="系列長"):
+        position_study(runs, {0: batches[0], 1: TASK(np.random.default_rng(3), 8, 32)})
+    with pytest.raises(ValueError, match=r"runs\[0\] に 'ALiBi'"):
+        position_study({0: {k: v for k, v in runs[0].items() if k != "ALiBi"}},
+                       {0: batches[0]})
+
+
 def test_finetune_settings_end_at_their_last_mark():
     from attnlab.experiments.length_generalization import FINETUNE_MARKS, FINETUNE_SETTINGS
 

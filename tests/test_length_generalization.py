@@ -249,7 +249,10 @@ def test_position_study_is_position_accuracy_for_every_seed_and_method_on_two_th
                           for seed in (0, 1)])  # (seeds, T)
         assert shared[method].shape == (2, 64)
         np.testing.assert_array_equal(shared[method], alone)
-    assert not np.array_equal(shared["RoPE+PI"], shared["RoPE 外挿"])
+    # position 0 is NaN (never scored) in both: compare the scored positions
+    assert not np.array_equal(shared["RoPE+PI"][:, 1:], shared["RoPE 外挿"][:, 1:])
+    with pytest.raises(ValueError, match="runs が空"):
+        position_study({}, {})
     with pytest.raises(ValueError, match=r"シード \[1\]"):
         position_study(runs, {0: batches[0]})
     with pytest.raises(ValueError, match="系列長"):

@@ -43,9 +43,10 @@ LENGTH_MODEL = dict(vocab_size=32, d_model=64, n_heads=8, n_layers=1, dtype="flo
 #: Training length L and the evaluation lengths L, 2L, 4L.
 LENGTH_TRAIN_LEN = 16
 LENGTH_FACTORS = (1, 2, 4)
-#: Training settings of every run. 170 steps: the slowest kind (ALiBi) is above 0.9 at L
-#: on every seed by then (0.92–0.94; at 150 steps seed 0 was at 0.90, at 120 below it,
-#: at 100 far below); 200 and 400 steps moved no conclusion.
+#: Training settings of every run. 170 steps: the first count tried at which the slowest
+#: kind (ALiBi) is above 0.9 at L by 0.02 on every seed (0.920, 0.935, 0.930 on seeds 0–2;
+#: at 150 and 160 steps seed 0 was at 0.902 and 0.903, at 100 and 120 below 0.9); 200
+#: steps (and 400, when it was tried) moved no conclusion of the chapter.
 LENGTH_STEPS = 170
 LENGTH_BATCH_SIZE = 32
 LENGTH_LR = 1e-2
@@ -185,6 +186,14 @@ def accuracy_from(params: dict, batch, config: ModelConfig, start: int = 0) -> f
 
 def position_accuracy(params: dict, batch, config: ModelConfig) -> np.ndarray:
     """Accuracy at each query position, over the rows of a batch where it is scored.
+
+    Parameters
+    ----------
+    params : dict
+    batch : attnlab.tasks.Batch
+        Tokens, targets and loss_mask, each (B, T).
+    config : ModelConfig
+        The setting the model runs in at length T.
 
     Returns
     -------
@@ -364,9 +373,9 @@ def position_study(runs: dict, batches: dict, *, methods: dict | None = None,
     """Accuracy at each query position, for every method and every seed.
 
     For seed ``s`` and a method (trained kind, scaling), the model ``runs[s][kind]`` runs on
-    ``batches[s]`` in the setting ``method_config(length_config(kind), scaling, train_len,
-    T)`` of the batch's length T, and :func:`position_accuracy` averages each position
-    over the rows. The calls (one per seed and method) are independent, so
+    ``batches[s]`` in the setting ``method_config(length_config(kind, train_len), scaling,
+    train_len, T)`` of the batch's length T, and :func:`position_accuracy` averages each
+    position over the rows. The calls (one per seed and method) are independent, so
     :func:`on_threads` shares them among the CPU cores, as :func:`evaluate_study` does;
     the result is the same, bit for bit, as one call after the other.
 
@@ -381,6 +390,7 @@ def position_study(runs: dict, batches: dict, *, methods: dict | None = None,
     methods : dict, optional
         Label → (trained kind, scaling); :data:`LENGTH_METHODS` by default.
     train_len : int
+        The training length L of the runs (the RoPE scalings stretch L to T).
     workers : int, optional
         As for :func:`on_threads`.
 
@@ -394,6 +404,8 @@ def position_study(runs: dict, batches: dict, *, methods: dict | None = None,
     """
     methods = LENGTH_METHODS if methods is None else methods
     train_len = positive_int(train_len, "train_len")
+    if not runs:
+        raise ValueError("runs が空です: シードごとの学習済みモデルを渡してください")
     missing = [seed for seed in runs if seed not in batches]
     if missing:
         raise ValueError(f"batches にシード {missing} のバッチがありません")

@@ -423,3 +423,27 @@ def test_every_method_name_of_chapters_10_and_11_has_its_book_style():
     assert method_style("学習（4L 行）") == learned and method_style(SHORT_TABLE) == learned
     for method in LENGTH_METHODS:
         assert method_style(method) in METHOD_STYLES.values(), method
+
+
+@pytest.mark.parametrize("layout", ["constrained", None])
+def test_book_png_lays_out_as_a_draw_without_rendering_would(monkeypatch, layout):
+    """book_png's first pass runs only the layout engine (0.2 s sooner): the picture, its
+    dark version and the font record are those of a full draw that renders nothing."""
+    import attnlab.plotting as plotting
+
+    use_japanese_font()
+
+    def figure():
+        fig, axes = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.0), layout=layout)
+        axes[0].plot([0, 1, 2], [0.2, 0.9, 0.4], color=BLUE, marker="o", label="線")
+        axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+        image = axes[1].imshow(np.arange(12.0).reshape(3, 4), cmap="viridis")
+        set_colorbar_label(fig.colorbar(image, ax=axes[1]), "重み")
+        set_ylabel_horizontal(axes[0], r"正解率（$i \geq L$）")
+        axes[0].set(xticks=[0, 1, 2], xticklabels=["L", "2L", "4L"], title="題")
+        return fig
+
+    new = [book_png(fig, dark=dark) for fig in [figure()] for dark in (False, True)]
+    monkeypatch.setattr(plotting, "_lay_out", lambda fig: fig.draw_without_rendering())
+    drawn = [book_png(fig, dark=dark) for fig in [figure()] for dark in (False, True)]
+    assert new == drawn

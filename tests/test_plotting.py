@@ -425,25 +425,68 @@ def test_every_method_name_of_chapters_10_and_11_has_its_book_style():
         assert method_style(method) in METHOD_STYLES.values(), method
 
 
-@pytest.mark.parametrize("layout", ["constrained", None])
-def test_book_png_lays_out_as_a_draw_without_rendering_would(monkeypatch, layout):
-    """book_png's first pass runs only the layout engine (0.2 s sooner): the picture, its
-    dark version and the font record are those of a full draw that renders nothing."""
+def _grid_figure():
+    """Constrained layout as the chapters use it: a colour bar of ax=, a legend outside,
+    a title over the figure, a log axis, an arrow."""
+    fig, axes = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.0), layout="constrained")
+    axes[0].semilogy([0, 1, 2], [0.2, 9.0, 0.4], color=BLUE, marker="o", label="線")
+    axes[0].annotate("山", xy=(1, 9.0), xytext=(1.5, 2.0), arrowprops={"arrowstyle": "->"})
+    image = axes[1].imshow(np.arange(12.0).reshape(3, 4), cmap="viridis")
+    set_colorbar_label(fig.colorbar(image, ax=axes[1]), "重み")
+    set_ylabel_horizontal(axes[0], r"正解率（$i \geq L$）")
+    axes[0].set(xticks=[0, 1, 2], xticklabels=["L", "2L", "4L"], title="題")
+    fig.suptitle("図の題")
+    fig.legend(loc="outside lower center")
+    return fig
+
+
+def _small_ticks(ax):
+    ax.plot([0, 1], [1, 0], color=BLUE)
+    ax.tick_params(labelsize=7)  # the smallest text: only the tick labels carry it
+
+
+def _added_axes_figure():  # an axes the layout does not place
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.plot([0, 1], [0, 1], color=BLUE)
+    _small_ticks(fig.add_axes((0.6, 0.6, 0.3, 0.3)))
+    return fig
+
+
+def _tight_figure():  # fig.tight_layout(): the engine left behind does nothing
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1], color=BLUE)
+    fig.tight_layout()
+    _small_ticks(ax.twinx())
+    return fig
+
+
+def _compressed_subfigures():  # a layout that cannot be made: skipped, as a draw does
+    fig = plt.figure(figsize=(FIGURE_WIDTH, 3.0), layout="compressed")
+    for sub in fig.subfigures(1, 2):
+        sub.subplots().plot([0, 1], [1, 0], color=BLUE)
+    return fig
+
+
+def _plain_figure():  # no layout engine
+    fig, ax = new_figure((3.0, 2.0))
+    _small_ticks(ax)
+    return fig
+
+
+@pytest.mark.parametrize("make, smallest", [
+    (_grid_figure, None), (_added_axes_figure, "7"), (_tight_figure, "7"),
+    (_compressed_subfigures, None), (_plain_figure, "7")])
+def test_book_png_lays_out_as_a_draw_without_rendering_would(monkeypatch, make, smallest):
+    """book_png's first pass runs only the layout where constrained layout places every
+    axes (0.2 s sooner): the picture, its dark version and the font record are those of
+    a full draw that renders nothing, for every kind of figure; the record counts the
+    tick labels of axes the layout does not place."""
     import attnlab.plotting as plotting
 
     use_japanese_font()
-
-    def figure():
-        fig, axes = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.0), layout=layout)
-        axes[0].plot([0, 1, 2], [0.2, 0.9, 0.4], color=BLUE, marker="o", label="線")
-        axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
-        image = axes[1].imshow(np.arange(12.0).reshape(3, 4), cmap="viridis")
-        set_colorbar_label(fig.colorbar(image, ax=axes[1]), "重み")
-        set_ylabel_horizontal(axes[0], r"正解率（$i \geq L$）")
-        axes[0].set(xticks=[0, 1, 2], xticklabels=["L", "2L", "4L"], title="題")
-        return fig
-
-    new = [book_png(fig, dark=dark) for fig in [figure()] for dark in (False, True)]
+    new = [book_png(fig, dark=dark) for fig in [make()] for dark in (False, True)]
     monkeypatch.setattr(plotting, "_lay_out", lambda fig: fig.draw_without_rendering())
-    drawn = [book_png(fig, dark=dark) for fig in [figure()] for dark in (False, True)]
+    drawn = [book_png(fig, dark=dark) for fig in [make()] for dark in (False, True)]
     assert new == drawn
+    if smallest is not None:
+        assert _png(new[0]).text[PNG_FONT_KEY] == smallest

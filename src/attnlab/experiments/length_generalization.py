@@ -301,6 +301,14 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
     return out
 
 
+def _check_kinds(runs: dict, methods: dict) -> None:
+    """Every seed of ``runs`` has a trained model of every kind that ``methods`` use."""
+    for seed, by_kind in runs.items():
+        for kind, _ in methods.values():
+            if kind not in by_kind:
+                raise ValueError(f"runs[{seed!r}] に {kind!r} の学習済みモデルがありません")
+
+
 def _evaluate_method(run, task, seed: int, method: str, kind_scaling: tuple,
                      train_len: int, factors, rows: int) -> np.ndarray:
     """One method of :func:`evaluate_study` for one seed: its row of
@@ -348,10 +356,7 @@ def evaluate_study(runs: dict, task, *, methods: dict | None = None,
     train_len = positive_int(train_len, "train_len")
     factors = tuple(positive_int(f, "factors の要素") for f in factors)
     rows = positive_int(rows, "rows")
-    for seed, by_kind in runs.items():
-        for kind, _ in methods.values():
-            if kind not in by_kind:
-                raise ValueError(f"runs[{seed!r}] に {kind!r} の学習済みモデルがありません")
+    _check_kinds(runs, methods)
     calls = [(runs[seed][kind], task, seed, method, (kind, scaling), train_len, factors, rows)
              for seed in runs for method, (kind, scaling) in methods.items()]
     done = iter(on_threads(_evaluate_method, calls, workers=workers))
@@ -412,10 +417,7 @@ def position_study(runs: dict, batches: dict, *, methods: dict | None = None,
     lengths = {batches[seed].tokens.shape[1] for seed in runs}
     if len(lengths) > 1:
         raise ValueError(f"batches の系列長がそろっていません: {sorted(lengths)}")
-    for seed, by_kind in runs.items():
-        for kind, _ in methods.values():
-            if kind not in by_kind:
-                raise ValueError(f"runs[{seed!r}] に {kind!r} の学習済みモデルがありません")
+    _check_kinds(runs, methods)
     calls = [(runs[seed][kind], batches[seed], (kind, scaling), train_len)
              for method, (kind, scaling) in methods.items() for seed in runs]
     done = iter(on_threads(_position_method, calls, workers=workers))

@@ -61,6 +61,7 @@ from attnlab.attention import (
 from attnlab.positional import (
     ROPE_SCALINGS,
     RoPE,
+    RoPETables,
     alibi_bias,
     lookup_positions,
     sinusoidal_encoding,
@@ -294,6 +295,7 @@ class _Trace(NamedTuple):
     inputs: list  # each block's input x, (B, T, D)
     passes: list  # each block's AttentionPass: q, k, v, attn, concat, out
     x: np.ndarray  # (B, T, D) the residual stream after the last block
+    rope: RoPETables | None  # RoPE's cos and sin (T, Dh/2) each, made once for the pass
 
 
 def _embed(params, tokens: np.ndarray, config: ModelConfig) -> np.ndarray:
@@ -314,15 +316,18 @@ def _layers(params, x: np.ndarray, config: ModelConfig, keep: dict):
     mask = causal_mask(T) if config.causal else None  # (T, T)
     bias = (alibi_bias(config.n_heads, T, dtype=config.dtype)
             if config.positional == "alibi" else None)  # (H, T, T)
+    # RoPE's angles are the same in every block: their cos and sin, (T, Dh/2) each, once
+    rope = (config.rope.tables(T, config.d_head, config.dtype)
+            if config.positional == "rope" else None)
     inputs, passes = [], []
     for layer in range(config.n_layers):
         result = attention_pass(x, layer_weights(params, layer), config.heads, mask=mask,
-                                bias=bias, rope=config.rope, keep=keep.get(layer))
+                                bias=bias, rope=rope, keep=keep.get(layer))
         inputs.append(x)
         passes.append(result)
         x = x + result.out  # (B, T, D)
     logits = x @ params["unembed"]  # (B, T, V)
-    return logits, _Trace(inputs, passes, x)
+    return logits, _Trace(inputs, passes, x, rope)
 
 
 @_one_blas_thread
@@ -406,11 +411,12 @@ def _cross_entropy(logits: np.ndarray, targets: np.ndarray):
 # --- backward -------------------------------------------------------------------------------
 
 def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: ModelConfig,
-                    keep) -> tuple[np.ndarray, MHAWeights]:
+                    keep, rope: RoPETables | None = None) -> tuple[np.ndarray, MHAWeights]:
     """One block ``y = x + MHA(x)`` backwards: dL/dx (B, T, D) and the gradients of its
     four matrices, from dL/dy (B, T, D).
 
-    ``result`` is what :func:`attnlab.attention.attention_pass` kept. Each step below
+    ``result`` is what :func:`attnlab.attention.attention_pass` kept, and ``rope`` the
+    RoPE tables the forward pass turned q and k by (None without RoPE). Each step below
     undoes one line of it, from the last to the first (``d·`` is the gradient of the
     loss with respect to ·)::
 
@@ -447,9 +453,9 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
     d_q = (d_scores @ result.k).reshape(B, H, T, Dh)  # dq (B, H, T, Dh)
     d_k = (d_scores.mT @ result.q).sum(axis=2)  # dk (B, Hkv, T, Dh): the group's sum
     # q, k = RoPE(q), RoPE(k): a rotation's transpose turns by the opposite angles
-    if config.rope is not None:
-        d_q = config.rope.apply(d_q, -np.arange(T))
-        d_k = config.rope.apply(d_k, -np.arange(T))
+    if rope is not None:
+        d_q = rope.apply_back(d_q)  # (B, H, T, Dh)
+        d_k = rope.apply_back(d_k)  # (B, Hkv, T, Dh)
     # q, k, v = x W_q, x W_k, x W_v, split into heads
     d_q, d_k, d_v = merge_heads(d_q), merge_heads(d_k), merge_heads(d_v)  # (B, T, ·)
     grads = MHAWeights(
@@ -524,7 +530,7 @@ def loss_grads_accuracy(params: dict, batch: Batch, config: ModelConfig, *, abla
     for layer in reversed(range(config.n_layers)):
         d_x, d_weights = _block_backward(d_x, trace.inputs[layer], trace.passes[layer],
                                          layer_weights(params, layer), config,
-                                         keep.get(layer))
+                                         keep.get(layer), trace.rope)
         grads.update(zip(layer_keys(layer), d_weights, strict=True))
     # x = embed[tokens] + pos
     grads["embed"] = np.zeros_like(params["embed"])  # (V, D)

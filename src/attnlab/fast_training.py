@@ -1,12 +1,13 @@
 """Not taught: a faster training step for the toy transformer of :mod:`attnlab.model`.
 
 To read the model, read :mod:`attnlab.model`. :func:`attnlab.training.train` calls
-:func:`loss_grads_accuracy` here, which returns what
+:func:`loss_grads_accuracy` here (``step="fast"``, its default), which returns what
 :func:`attnlab.model.loss_grads_accuracy` returns (the loss, the gradients and the
 accuracy of one batch) from the same equations, arranged for speed;
-``tests/test_engine_speed.py`` checks that the two agree (float64 to rtol 1e-9) for
-every position scheme, causal or not, GQA and MQA, float32 and float64, and the
-chapters' model sizes. ``forward``, evaluation and the chapters' own computations use
+``tests/test_fast_training.py`` checks that the two agree (float64 to rtol 1e-9) for
+1, 2 and 3 layers with every field of ``ModelConfig`` set away from its default, every
+position scheme, causal or not, GQA and MQA, float32 and float64, and the chapters'
+model sizes; ``train(..., step="readable")`` trains through :mod:`attnlab.model`. ``forward``, evaluation and the chapters' own computations use
 the readable model only.
 
 On the chapters' training runs a step takes 0.6–0.7 of the readable model's time

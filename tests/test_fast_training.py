@@ -111,7 +111,7 @@ def test_every_config_field_is_compared():
     to learn it): the parity test would not vary it otherwise."""
     fields = [field.name for field in dataclasses.fields(ModelConfig)]
     missing = set(fields) - set(NON_DEFAULT)
-    assert not missing, f"ModelConfig のフィールド {sorted(missing)} に NON_DEFAULT の値がありません"
+    assert not missing, f"ModelConfig の {sorted(missing)} に NON_DEFAULT の値がありません"
     assert set(NON_DEFAULT) <= set(fields), set(NON_DEFAULT) - set(fields)
     assert "readable" in STEPS and OTHER_STEPS
 

@@ -7,8 +7,8 @@ accuracy of one batch) from the same equations, arranged for speed;
 ``tests/test_fast_training.py`` checks that the two agree (float64 to rtol 1e-9) for
 1, 2 and 3 layers with every field of ``ModelConfig`` set away from its default, every
 position scheme, causal or not, GQA and MQA, float32 and float64, and the chapters'
-model sizes; ``train(..., step="readable")`` trains through :mod:`attnlab.model`. ``forward``, evaluation and the chapters' own computations use
-the readable model only.
+model sizes; ``train(..., step="readable")`` trains through :mod:`attnlab.model`.
+``forward``, evaluation and the chapters' own computations use the readable model only.
 
 On the chapters' training runs a step takes 0.6–0.7 of the readable model's time
 (``benchmarks/train_speed.py``). What pays for that, measured one part at a time

@@ -242,7 +242,6 @@ def apply_rope(
 
 def _rotate_pairs(x: np.ndarray, angles: np.ndarray, positions, convention: str) -> np.ndarray:
     """Turn pair i of ``x`` (..., T, Dh) by ``angles[..., i]`` (..., T, Dh/2)."""
-    d_head = x.shape[-1]
     try:
         np.broadcast_shapes(angles.shape[:-1], x.shape[:-1])
     except ValueError:

@@ -468,7 +468,7 @@ def attention_pass(
     Chapters call :func:`multi_head_attention` (chapter 03), which runs this; the book page
     「model.py を読む」 (``book/model_walkthrough.md``) reads it line by line.
 
-    Not taught: imported by no chapter; read on the book page 「model.py を読む」.
+    Not taught: no chapter imports it; the book page 「model.py を読む」 reads it.
     """
     w_q, w_k, w_v, w_o = weights
     n_heads, n_kv_heads, d_head = heads

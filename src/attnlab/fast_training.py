@@ -43,17 +43,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import heads_kept, model_batch, model_params
+from attnlab._validate import model_batch, model_params
 from attnlab.attention import MHAWeights, causal_mask
 from attnlab.model import (
     ModelConfig,
     _cross_entropy,
-    _one_blas_thread,
+    _heads_kept,
     check_config,
     layer_keys,
     layer_weights,
     param_shapes,
 )
+from attnlab.parallel import _one_blas_thread
 from attnlab.positional import RoPE, alibi_bias, lookup_positions, sinusoidal_encoding
 
 _ALLOCATOR_SET = False
@@ -392,7 +393,7 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
 def _forward(params, tokens, config, ablate, chosen):
     """The rows ``chosen`` (N,) of the residual stream after the last block (N, D) and
     the trace of the forward pass, for training; arguments already checked."""
-    keep = heads_kept(ablate, config)
+    keep = _heads_kept(ablate, config)
     x, inputs = _embed(params, tokens, config)  # (B, T, D)
     return _layers(params, x, config, keep, inputs, chosen)
 

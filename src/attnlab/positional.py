@@ -375,8 +375,7 @@ class RoPETables(NamedTuple):
     and k without computing the angles again. ``apply`` gives what
     ``rope.apply(x, np.arange(T))`` gives, to the bit.
 
-    Not taught: how :mod:`attnlab.model` keeps RoPE's tables for one pass (book page
-    「model.py を読む」).
+    Not taught: how the model keeps RoPE for one pass (book page 「model.py を読む」).
     """
 
     rope: RoPE  # the settings: convention and YaRN's attention factor

@@ -34,7 +34,7 @@ def _training_step(step: str):
     """The function ``(params, batch, config) → (loss, grads, accuracy)`` that ``step``
     names (:data:`STEPS`), looked up when called: a changed ``attnlab.model`` trains.
 
-    Not taught: how :func:`train` chooses its step (book page "model.py を読む").
+    Not taught: how :func:`train` chooses its step (book page 「model.py を読む」).
     """
     if step == "readable":
         return model.loss_grads_accuracy

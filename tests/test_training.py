@@ -14,6 +14,8 @@ from attnlab.model import ModelConfig, forward
 from attnlab.tasks import PreviousToken, RepeatedSequence, TwoPositions
 from attnlab.training import evaluate, train
 
+pytestmark = pytest.mark.slow  # every test trains a model (3–9 s)
+
 CHAPTER = dict(vocab_size=32, d_model=64, n_heads=4, max_len=32)
 
 

@@ -466,9 +466,9 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
             d_y[chosen] = d_y_chosen
     if keep is not None:
         d_concat.reshape(B * T, H, Dh)[...] *= keep[:, None]  # an off head passes nothing
-    d_out = _heads(d_concat, B, T, Hkv, G)  # dO (B, Hkv, G, T, Dh), a view
+    d_heads_out = _heads(d_concat, B, T, Hkv, G)  # dO (B, Hkv, G, T, Dh), a view
     # O = A v
-    d_attn = d_out @ block.v_t  # dA (B, Hkv, G, T, T)
+    d_attn = d_heads_out @ block.v_t  # dA (B, Hkv, G, T, T)
     # A = softmax(S), row by row: dS = A ⊙ (dA − Σ_j A·dA); hidden keys have A = 0.
     # Σ_j A_ij·dA_ij = Σ_j A_ij (dO_i·v_j) = dO_i·O_i: one product per query over Dh,
     # not over all T keys (the trick FlashAttention uses). Summed over Dh by a product
@@ -483,15 +483,15 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     np.matmul(d_attn, block.k, out=_heads(d_q, B, T, Hkv, G))
     if G == 1:  # one query head per K/V head: (B, H, T, ·) throughout
         d_s_t, queries = d_attn[:, :, 0].swapaxes(-1, -2), block.q[:, :, 0]
-        attn_t, d_out = attn[:, :, 0].swapaxes(-1, -2), d_out[:, :, 0]
+        attn_t, d_heads_out = attn[:, :, 0].swapaxes(-1, -2), d_heads_out[:, :, 0]
     else:  # the group's queries stacked along time: (B, Hkv, G·T, ·)
         d_s_t = d_attn.reshape(B, Hkv, G * T, T).swapaxes(-1, -2)
         queries = block.q.reshape(B, Hkv, G * T, Dh)
         attn_t = attn.reshape(B, Hkv, G * T, T).swapaxes(-1, -2)
-        d_out = np.ascontiguousarray(d_out).reshape(B, Hkv, G * T, Dh)
+        d_heads_out = np.ascontiguousarray(d_heads_out).reshape(B, Hkv, G * T, Dh)
     # dk: the group's gradients add up
     np.matmul(d_s_t, queries, out=_heads(d_k, B, T, Hkv, 1)[:, :, 0])
-    np.matmul(attn_t, d_out, out=_heads(d_v, B, T, Hkv, 1)[:, :, 0])  # dv, likewise
+    np.matmul(attn_t, d_heads_out, out=_heads(d_v, B, T, Hkv, 1)[:, :, 0])  # dv, likewise
     if steps.rope is not None:
         # a rotation's transpose is the rotation by the opposite angle
         d_q = _rotate(d_q, steps.rope, 1, T, Dh)

@@ -24,7 +24,7 @@ A *policy* says which slot a new position goes to:
 :func:`online_softmax_attention` computes attention block by block over the keys with a
 running maximum and sum (Milakov & Gimelshein 2018), the idea FlashAttention rests on.
 
-Taught in chapter 11.
+Not taught: the chapter on attention at inference time is still to be written.
 """
 
 import math
@@ -89,7 +89,7 @@ def empty_cache(config: ModelConfig, batch_size: int, capacity: int | None = Non
     -------
     KVCache
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     config = check_config(config)
     B = positive_int(batch_size, "batch_size")
@@ -128,7 +128,7 @@ def cache_slots(positions: np.ndarray, capacity: int, window: int | None,
     first ``sinks`` positions keep slots 0 … sinks−1, the rest roll through the W slots
     after them.
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     positions = np.asarray(positions)
     if window is None:
@@ -149,7 +149,7 @@ def visible(query_pos: np.ndarray, key_pos: np.ndarray, window: int | None,
     A key is visible when it holds a position (not ``EMPTY``), is not in the query's
     future, and is within the window (``query − key < W``) or is a sink.
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     q = query_pos[:, None]  # (n, 1)
     k = key_pos[None, :]  # (1, S)
@@ -252,7 +252,7 @@ def decode(params: dict, tokens: np.ndarray, cache: KVCache, config: ModelConfig
     Step
         ``logits`` (B, n, V), the new ``cache`` and each layer's attention weights.
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     config = check_config(config)
     params = model_params(params, param_shapes(config))
@@ -320,7 +320,7 @@ def generate(params: dict, prompt: np.ndarray, config: ModelConfig, n_new: int, 
     np.ndarray of int
         Shape (B, T + n_new).
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     config = check_config(config)
     prompt = model_tokens(prompt, config)
@@ -343,7 +343,7 @@ def band_mask(seq_len: int, window: int | None = None, sinks: int = 0) -> np.nda
     ``band_mask(T)`` is the causal mask; with a window, query i sees keys
     ``i − W < j ≤ i`` and the sinks ``j < sinks``.
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     T = positive_int(seq_len, "seq_len")
     pos = np.arange(T)
@@ -354,7 +354,7 @@ def receptive_field(window: int, n_layers: int) -> int:
     """How far back the last layer can see through a window of W keys: n_layers·(W − 1) + 1
     positions (each layer reaches W − 1 further back through the one below).
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     window = positive_int(window, "window")
     n_layers = positive_int(n_layers, "n_layers")
@@ -385,7 +385,7 @@ def online_softmax_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=N
     np.ndarray
         (..., Tq, Dv), equal to :func:`attnlab.scaled_dot_product_attention`'s output.
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     q, k, v = (np.asarray(a, dtype=np.result_type(a, np.float32)) for a in (q, k, v))
     block_size = positive_int(block_size, "block_size")
@@ -462,7 +462,7 @@ class MLASizes(NamedTuple):
 def mla_sizes(weights: MLAWeights, n_heads: int) -> MLASizes:
     """The sizes of ``weights``, or a Japanese ValueError naming the matrix that does not fit.
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     if not isinstance(weights, MLAWeights):
         raise ValueError(f"weights は MLAWeights(...) である必要があります: {type(weights)!r}")
@@ -492,7 +492,7 @@ def init_mla(d_model: int, n_heads: int, d_head: int, d_rope: int, d_latent: int
              d_q_latent: int, *, rng: np.random.Generator) -> MLAWeights:
     """Random MLA matrices, each N(0, 1/fan-in).
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     D, H = positive_int(d_model, "d_model"), positive_int(n_heads, "n_heads")
     Dh, Dr = positive_int(d_head, "d_head"), positive_int(d_rope, "d_rope")
@@ -512,10 +512,21 @@ class MLACache(NamedTuple):
     k_rope: np.ndarray
 
 
+def _rms_norm(x: np.ndarray, eps: float | None) -> np.ndarray:
+    """x / √(mean(x²) + eps) over the last axis (RMSNorm with its scale at 1); None: x."""
+    if eps is None:
+        return x
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+
+
 def mla_attention(x: np.ndarray, weights: MLAWeights, n_heads: int, *, rope,
-                  positions=None, causal: bool = True):
-    """Multi-head latent attention as DeepSeek-V2 writes it (eqs. 9–19), without its
-    RMSNorms on the latents and its YaRN scaling: output (B, T, D) and the cache.
+                  positions=None, causal: bool = True, norm_eps: float | None = None):
+    """Multi-head latent attention as DeepSeek-V2 writes it (eqs. 9–19), without its YaRN
+    scaling: output (B, T, D) and the cache.
+
+    The paper's equations have no normalisation; its released code (and transformers'
+    ``DeepseekV2Attention``) puts an RMSNorm on each latent, c_Q and c_KV, before the
+    up-projections: ``norm_eps`` (e.g. 1e-6) adds them, with their scales at 1.
 
     Per head i: q_i = [q_C,i ; q_R,i], k_i = [k_C,i ; k_R] (k_R shared by the heads),
     score = q_i·k_i / √(Dh + Dr), v_i = (c_KV W_UV)_i.
@@ -531,6 +542,8 @@ def mla_attention(x: np.ndarray, weights: MLAWeights, n_heads: int, *, rope,
     positions : array of int, optional
         (T,); default 0 … T−1.
     causal : bool
+    norm_eps : float, optional
+        None: no normalisation (the paper's equations); a float: RMSNorm on c_Q and c_KV.
 
     Returns
     -------
@@ -539,16 +552,16 @@ def mla_attention(x: np.ndarray, weights: MLAWeights, n_heads: int, *, rope,
     cache : MLACache
         The latent and the rotated RoPE key of every token.
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     H, Dh, Dr, d_c, _ = mla_sizes(weights, n_heads)
     B, T, _ = x.shape
     positions = np.arange(T) if positions is None else np.asarray(positions)
 
-    c_q = x @ weights.w_dq  # (B, T, d_cq)
+    c_q = _rms_norm(x @ weights.w_dq, norm_eps)  # (B, T, d_cq)
     q_c = split_heads(c_q @ weights.w_uq, H)  # (B, H, T, Dh)
     q_r = rope.apply(split_heads(c_q @ weights.w_qr, H), positions)  # (B, H, T, Dr)
-    latent = x @ weights.w_dkv  # (B, T, d_c): the only per-head-free thing cached
+    latent = _rms_norm(x @ weights.w_dkv, norm_eps)  # (B, T, d_c): what is cached
     k_c = split_heads(latent @ weights.w_uk, H)  # (B, H, T, Dh)
     v = split_heads(latent @ weights.w_uv, H)  # (B, H, T, Dh)
     k_r = rope.apply(x @ weights.w_kr, positions)  # (B, T, Dr): one for all heads
@@ -566,7 +579,7 @@ def mla_attention(x: np.ndarray, weights: MLAWeights, n_heads: int, *, rope,
 
 
 def mla_absorbed_scores(x_q: np.ndarray, cache: MLACache, weights: MLAWeights, n_heads: int,
-                        *, rope, positions) -> np.ndarray:
+                        *, rope, positions, norm_eps: float | None = None) -> np.ndarray:
     """The scores of new queries against the cache, with W_UK absorbed into the query.
 
     q_C,i · k_C,i = (c_Q W_UQ,i)(c_KV W_UK,i)ᵀ = c_Q (W_UQ,i W_UK,iᵀ) c_KVᵀ: the product
@@ -584,20 +597,22 @@ def mla_absorbed_scores(x_q: np.ndarray, cache: MLACache, weights: MLAWeights, n
         Latents (B, S, d_c) and rotated RoPE keys (B, S, Dr) of the keys.
     positions : array of int
         (n,): the queries' positions.
+    norm_eps : float, optional
+        As in :func:`mla_attention`.
 
     Returns
     -------
     np.ndarray
         (B, H, n, S): the scores before the mask, equal to :func:`mla_attention`'s.
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     H, Dh, Dr, d_c, d_cq = mla_sizes(weights, n_heads)
     w_uq = weights.w_uq.reshape(d_cq, H, Dh)  # (d_cq, H, Dh)
     w_uk = weights.w_uk.reshape(d_c, H, Dh)  # (d_c, H, Dh)
     absorbed = np.einsum("qhd,chd->hqc", w_uq, w_uk)  # (H, d_cq, d_c): W_UQ,i W_UK,iᵀ
 
-    c_q = x_q @ weights.w_dq  # (B, n, d_cq)
+    c_q = _rms_norm(x_q @ weights.w_dq, norm_eps)  # (B, n, d_cq)
     q_latent = np.einsum("bnq,hqc->bhnc", c_q, absorbed)  # (B, H, n, d_c)
     content = q_latent @ cache.latent[:, None].mT  # (B, H, n, S)
     q_r = rope.apply(split_heads(c_q @ weights.w_qr, H), positions)  # (B, H, n, Dr)
@@ -612,7 +627,7 @@ def cached_values_per_token(kind: str, *, n_heads: int, d_head: int, n_kv_heads:
     MHA: 2·H·Dh; GQA: 2·Hkv·Dh (MQA: Hkv = 1); MLA: d_c + Dr (the latent and the
     shared RoPE key).
 
-    Taught in chapter 11.
+    Not taught: the chapter on attention at inference time is still to be written.
     """
     H, Dh = positive_int(n_heads, "n_heads"), positive_int(d_head, "d_head")
     if kind == "mha":

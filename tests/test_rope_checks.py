@@ -277,6 +277,14 @@ def test_the_messages_do_not_hand_over_the_formula(capsys, mistakes):
     assert "a·cos − b·sin" not in text and "[−後半 | 前半]" not in text, text
 
 
+def test_np_repeat_with_the_sign_reversed_does_not_call_it_a_rotation(capsys):
+    # the np.repeat map is not a rotation, so "every pair turned by −positions[t]·θ_i"
+    # would be false after it; the sign is named without it
+    _, text = _verdict(capsys, student_rope(layout="mixed", sign=-1.0))
+    assert "違う角度で回っています" in text and "回転の向きも逆です" in text, text
+    assert "−positions[t]·θ_i だけ回した" not in text, text
+
+
 def test_the_adjacent_layout_mistake_is_only_one_diagnosis(capsys):
     _, text = _verdict(capsys, student_rope(layout="adjacent"))
     assert "回転の向き" not in text and "行の番号" not in text
@@ -454,6 +462,13 @@ def test_w_k_with_the_query_head_count_is_explained(capsys):
     ok = check_half_layout(my_to_half_layout)
     text = capsys.readouterr().out
     assert ok.passed is False and "GQA" in text, text
+
+
+def test_the_inverse_permutation_message_does_not_hand_over_the_indexing(capsys):
+    ok = check_half_layout(convert_with("inverse"))
+    text = capsys.readouterr().out
+    assert ok.passed is False and "並べ替えが逆向き" in text, text
+    assert "元の列 2i" not in text and "2i + 1" not in text, text
 
 
 def test_converting_only_layer_0_mentions_the_layers(capsys):

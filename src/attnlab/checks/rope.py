@@ -98,6 +98,13 @@ _DIAGNOSES = {
 }
 
 
+#: The reversed sign after the np.repeat diagnosis (the map is no rotation to name).
+_SIGN_AFTER_MIXED = (
+    "そのうえ、回転の向きも逆です（sin の項の符号か、rotate_half で符号を付ける側を"
+    "確かめてください）。"
+)
+
+
 @dataclass(frozen=True)
 class _Case:
     name: str
@@ -185,7 +192,11 @@ def _diagnose(case: _Case, rotated: np.ndarray) -> str:
         if _close(rotated, _candidate(case, *values)):
             found = [(n, v) for n, v in zip(names, values, strict=True)
                      if (n, v) in _DIAGNOSES]
-            return "".join(_DIAGNOSES[f] for f in found)
+            texts = [_DIAGNOSES[f] for f in found]
+            if ("layout", "mixed") in found and ("sign", -1) in found:
+                # not a rotation: "turned by −positions[t]·θ_i" would be false
+                texts[found.index(("sign", -1))] = _SIGN_AFTER_MIXED
+            return "".join(texts)
     if _close(rotated, case.x):
         return "x がそのまま返っています。各ペアを positions[t]·θ_i だけ回してください。"
     norms = np.linalg.norm(rotated, axis=-1)
@@ -260,8 +271,7 @@ _CONVERT_CASES = (
 
 _CONVERT_DIAGNOSES = {
     "inverse": ("並べ替えが逆向きです。前後半の並べ方を隣接ペアに戻す並べ替えになっています。"
-                "新しい列 i には元の列 2i が、新しい列 i + Dh/2 には元の列 2i + 1 が"
-                "来るはずです。"),
+                "変換したあとの列 i に、元のどの列が来るかを確かめてください。"),
     "rows": ("W_Q と W_K の行を並べ替えています。ペアの次元はヘッドの出力の側、"
              "つまり列（最後の軸）です。"),
     "whole": ("行列の列全体を 1 つの並べ替えにしています。並べ替えはヘッドごとに、"

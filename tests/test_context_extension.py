@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnlab import multi_head_attention
 from attnlab.attention import init_mha
@@ -16,6 +18,7 @@ from attnlab.positional import (
     rope_inv_freq,
     yarn_attention_factor,
     yarn_correction_range,
+    yarn_gamma,
     yarn_inv_freq,
     yarn_ramp,
 )
@@ -248,3 +251,24 @@ def test_angle_coverage_counts_the_pairs_that_leave_the_trained_range():
         angle_coverage("linear", 2)
     with pytest.raises(ValueError, match="scale"):
         angle_coverage("PI", 0.5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(half=st.integers(2, 128), base=st.floats(100.0, 1e6),
+       train_len=st.integers(2, 100_000))
+def test_yarns_ramp_shape_at_pair_0_is_set_by_the_training_length(half, base, train_len):
+    # chapter 09: pair 0 turns L/2π times for any head width and base; the reference
+    # ramp (low clamped at 0) keeps pair 0 everywhere, the paper's γ keeps it exactly
+    # when L/2π ≥ β = 32, i.e. L ≥ 2π·32 ≈ 201
+    d_head = 2 * half
+    assert yarn_ramp(d_head, base, train_len)[0] == 0.0  # interpolated share of pair 0
+    gamma_0 = yarn_gamma(d_head, base, train_len)[0]
+    assert (gamma_0 == 1.0) == (train_len / (2 * math.pi) >= 32.0)
+
+
+@pytest.mark.parametrize("d_head", [8, 16, 64, 128])
+def test_at_the_toys_length_the_papers_ramp_interpolates_pair_0_whatever_the_head(d_head):
+    # L = 16: pair 0 turns 2.5 times, so γ_0 = (2.5 − 1)/31 ≈ 0.05 for every head width
+    np.testing.assert_allclose(yarn_gamma(d_head, 10000.0, 16)[0],
+                               (16 / (2 * math.pi) - 1) / 31)
+    assert yarn_gamma(d_head, 10000.0, 202)[0] == 1.0 > yarn_gamma(d_head, 10000.0, 201)[0]

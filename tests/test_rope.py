@@ -6,12 +6,14 @@ import pytest
 from attnlab.experiments.rope import (
     ROPE_DEMO_D_HEAD,
     ROPE_DEMO_PAIRS,
+    half_layout_logits,
     half_layout_permutation,
     permute_head_columns,
     rope_decay_bound,
     rope_demo_vectors,
     rope_pair_plane,
 )
+from attnlab.model import ModelConfig, forward, init_params
 from attnlab.positional import apply_rope
 
 
@@ -86,3 +88,36 @@ def test_expected_scores_aligned_fall_and_independent_stay_flat():
         q_d = apply_rope(q, np.full(len(q), d))  # (N, Dh): q at position d
         assert np.mean(np.sum(q_d * q, axis=-1)) == pytest.approx(expected, abs=1.5)
         assert np.mean(np.abs(np.sum(q_d * k, axis=-1))) == pytest.approx(independent, rel=0.05)
+
+
+def _gqa_model():
+    config = ModelConfig(vocab_size=11, d_model=24, n_heads=4, n_kv_heads=2, n_layers=2,
+                         max_len=9, positional="rope", dtype="float64")
+    params = init_params(config, np.random.default_rng(0))
+    tokens = np.random.default_rng(1).integers(0, 11, size=(2, 9))
+    return config, params, tokens
+
+
+def test_half_layout_logits_match_forward_after_converting_every_layer():
+    config, params, tokens = _gqa_model()
+    perm = half_layout_permutation(config.d_head)
+    converted = dict(params)
+    for layer in range(config.n_layers):
+        for name, heads in ((f"layers.{layer}.w_q", 4), (f"layers.{layer}.w_k", 2)):
+            converted[name] = permute_head_columns(params[name], heads, perm)
+    np.testing.assert_allclose(half_layout_logits(converted, tokens, config),
+                               forward(params, tokens, config).logits, atol=1e-10)
+    # unconverted, or only layer 0 converted: not the same model
+    for wrong in (params, {**converted, "layers.1.w_q": params["layers.1.w_q"],
+                           "layers.1.w_k": params["layers.1.w_k"]}):
+        gap = np.abs(half_layout_logits(wrong, tokens, config)
+                     - forward(params, tokens, config).logits).max()
+        assert gap > 1e-3
+
+
+def test_half_layout_logits_refuse_a_model_without_rope():
+    config, params, tokens = _gqa_model()
+    with pytest.raises(ValueError, match="positional='learned'"):
+        half_layout_logits(params, tokens, ModelConfig(
+            vocab_size=11, d_model=24, n_heads=4, n_layers=2, max_len=9,
+            positional="learned"))

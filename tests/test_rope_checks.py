@@ -19,7 +19,8 @@ from scripts.book import SOLUTION_COLUMNS, display_width
 
 
 def student_rope(*, layout="half", sign=1.0, two_i=True, use_positions=True,
-                 use_base=True, dtype=None):
+                 use_base=True, dtype=None, one_based=False, over_half=False,
+                 swap_cos_sin=False, paper_from_0=False):
     """A student's my_rope_half with the chosen mistakes, written with cos and sin."""
 
     def my_rope_half(x, positions, base=10000.0):
@@ -27,21 +28,30 @@ def student_rope(*, layout="half", sign=1.0, two_i=True, use_positions=True,
         half = d_head // 2
         b = base if use_base else 10000.0
         i = np.arange(half)
+        if one_based:  # the paper's θ_i = base^(−2(i−1)/d) with i = 1, 2, … as 2i/d
+            i = np.arange(1, half + 1)
         theta = b ** (-(2 * i if two_i else i) / d_head)
+        if paper_from_0:  # the paper's base^(−2(i−1)/d) with i = 0, 1, …
+            theta = b ** (-2 * (i - 1) / d_head)
+        if over_half:  # the exponent divided by Dh/2: base^(−2i/(Dh/2))
+            theta = b ** (-2 * i / (d_head / 2))
         pos = np.asarray(positions) if use_positions else np.arange(T)
         angles = sign * pos[:, None] * theta  # (T, Dh/2)
         if dtype is not None:
             x, angles = x.astype(dtype), angles.astype(dtype)
+        cos, sin = np.cos(angles), np.sin(angles)
+        if swap_cos_sin:
+            cos, sin = sin, cos
         if layout == "mixed":  # the angles of adjacent pairs, with rotate_half
-            cos = np.repeat(np.cos(angles), 2, axis=-1)
-            sin = np.repeat(np.sin(angles), 2, axis=-1)
+            cos = np.repeat(cos, 2, axis=-1)
+            sin = np.repeat(sin, 2, axis=-1)
             return x * cos + np.concatenate([-x[:, half:], x[:, :half]], axis=-1) * sin
         if layout == "adjacent":  # section 1's cell
             a, c = x[:, 0::2], x[:, 1::2]
         else:
             a, c = x[:, :half], x[:, half:]
-        r1 = a * np.cos(angles) - c * np.sin(angles)
-        r2 = a * np.sin(angles) + c * np.cos(angles)
+        r1 = a * cos - c * sin
+        r2 = a * sin + c * cos
         out = np.empty_like(x)
         if layout == "adjacent":
             out[:, 0::2], out[:, 1::2] = r1, r2
@@ -219,18 +229,26 @@ def test_the_student_edition_stub_is_reported_as_unimplemented(capsys):
 
 WRONG = {
     "adjacent pairs (section 1's cell copied)": ({"layout": "adjacent"}, "隣り合う次元 (2i, 2i+1)"),
-    "adjacent angles with rotate_half": ({"layout": "mixed"}, "並べ方の混同"),
+    "adjacent angles with rotate_half": ({"layout": "mixed"}, "違う角度で回っています"),
+    "cos and sin swapped": ({"swap_cos_sin": True}, "cos と sin が入れ替わって"),
+    "pairs counted from 1": ({"one_based": True},
+                             "1 から数えた番号 i = 1, 2, … を入れています"),
+    "exponent over Dh/2": ({"over_half": True}, "base^(−4i/Dh)"),
+    "the paper's 1-based formula with i from 0": ({"paper_from_0": True},
+                                                  "0 から数えた番号 i = 0, 1, … を入れています"),
+    "cos and sin swapped, in float32": ({"swap_cos_sin": True, "dtype": np.float32},
+                                        "cos と sin が入れ替わって"),
     "sign reversed": ({"sign": -1.0}, "回転の向きが逆です"),
-    "i instead of 2i": ({"two_i": False}, "base^(−i/Dh) になっています"),
+    "i instead of 2i": ({"two_i": False}, "いまの θ_i は base^(−i/Dh) で"),
     "row index instead of positions": ({"use_positions": False}, "行の番号 0, 1"),
     "base ignored": ({"use_base": False}, "引数 base を使っていません"),
     "adjacent pairs and sign reversed": (
-        {"layout": "adjacent", "sign": -1.0}, "隣り合う次元 (2i, 2i+1) をペアにしています"
-        "（第 1 節のセルの並べ方）。この問題では前半と後半、次元 i と i + Dh/2 を 1 つの"
-        "ペアにしてください。回転の向きが逆です"),
+        {"layout": "adjacent", "sign": -1.0}, "隣り合う次元 (2i, 2i+1) を 1 つのペアにして"
+        "います（第 1 節のセルの並べ方）。この問題のペアは前半と後半、次元 i と i + Dh/2 です。"
+        "回転の向きが逆です"),
     "i instead of 2i, in float32": ({"two_i": False, "dtype": np.float32}, "base^(−i/Dh)"),
     "mixed layout, row index": ({"layout": "mixed", "use_positions": False},
-                                "並べ方の混同"),
+                                "違う角度で回っています"),
 }
 
 
@@ -240,6 +258,31 @@ def test_each_typical_mistake_gets_its_diagnosis(capsys, mistakes, diagnosis):
     assert ok.passed is False
     assert text.startswith("【不正解】my_rope_half: "), text
     assert diagnosis in text, text
+
+
+def test_the_np_repeat_bug_is_not_called_the_layout_mix_up(capsys):
+    # θ0, θ0, θ1, θ1, … with rotate_half turns the two members of a pair by different
+    # angles: not a rotation. §5's mix-up (a correct RoPE in the wrong layout) keeps
+    # lengths; this bug does not, so the message must not send the student to §5's case.
+    _, text = _verdict(capsys, student_rope(layout="mixed"))
+    assert "回転ではない" in text and "長さが変わり" in text, text
+    assert "別の、もっと悪いバグ" in text, text
+    assert "np.concatenate" not in text  # says what went wrong, not the code
+
+
+@pytest.mark.parametrize("mistakes", [{"sign": -1.0}, {"two_i": False}, {"layout": "mixed"},
+                                      {"swap_cos_sin": True}, {"one_based": True}])
+def test_the_messages_do_not_hand_over_the_formula(capsys, mistakes):
+    _, text = _verdict(capsys, student_rope(**mistakes))
+    assert "a·cos − b·sin" not in text and "[−後半 | 前半]" not in text, text
+
+
+def test_np_repeat_with_the_sign_reversed_does_not_call_it_a_rotation(capsys):
+    # the np.repeat map is not a rotation, so "every pair turned by −positions[t]·θ_i"
+    # would be false after it; the sign is named without it
+    _, text = _verdict(capsys, student_rope(layout="mixed", sign=-1.0))
+    assert "違う角度で回っています" in text and "回転の向きも逆です" in text, text
+    assert "−positions[t]·θ_i だけ回した" not in text, text
 
 
 def test_the_adjacent_layout_mistake_is_only_one_diagnosis(capsys):
@@ -419,6 +462,73 @@ def test_w_k_with_the_query_head_count_is_explained(capsys):
     ok = check_half_layout(my_to_half_layout)
     text = capsys.readouterr().out
     assert ok.passed is False and "GQA" in text, text
+
+
+def test_the_inverse_permutation_message_does_not_hand_over_the_indexing(capsys):
+    ok = check_half_layout(convert_with("inverse"))
+    text = capsys.readouterr().out
+    assert ok.passed is False and "並べ替えが逆向き" in text, text
+    assert "元の列 2i" not in text and "2i + 1" not in text, text
+
+
+def test_converting_only_layer_0_mentions_the_layers(capsys):
+    def my_to_half_layout(params, n_heads, n_kv_heads):
+        converted = convert_by_index(params, n_heads, n_kv_heads)
+        out = dict(params)
+        for name in ("layers.0.w_q", "layers.0.w_k"):  # hard-coded keys
+            out[name] = converted[name]
+        return out
+
+    ok = check_half_layout(my_to_half_layout)
+    text = capsys.readouterr().out
+    assert ok.passed is False and "層 1 の W_Q と W_K が元のまま" in text, text
+    assert "すべての層" in text and text.count("\n") == 1
+
+
+def test_converting_only_layer_0_names_every_layer_left(capsys):
+    # the MQA case has 3 layers: a GQA-aware answer that still skips layers 1 and 2
+    def my_to_half_layout(params, n_heads, n_kv_heads):
+        converted = convert_by_index(params, n_heads, n_kv_heads)
+        n_layers = sum(name.endswith(".w_q") for name in params)
+        if n_layers < 3:
+            return converted
+        out = dict(params)
+        for name in ("layers.0.w_q", "layers.0.w_k"):
+            out[name] = converted[name]
+        return out
+
+    ok = check_half_layout(my_to_half_layout)
+    text = capsys.readouterr().out
+    assert ok.passed is False and "層 1、2 の W_Q と W_K" in text, text
+
+
+def test_a_reshape_that_ignores_gqa_gets_a_japanese_message(capsys):
+    def my_to_half_layout(params, n_heads, n_kv_heads):
+        out = dict(params)
+        for name in params:
+            if name.endswith((".w_q", ".w_k")):
+                w = params[name]
+                D, cols = w.shape
+                d_head = params["layers.0.w_q"].shape[1] // n_heads
+                heads = w.reshape(D, n_heads, d_head // 2, 2)  # W_K too: n_heads
+                out[name] = heads.transpose(0, 1, 3, 2).reshape(D, cols)
+        return out
+
+    ok = check_half_layout(my_to_half_layout)
+    text = capsys.readouterr().out
+    assert ok.passed is False and text.startswith("【不正解】"), text
+    assert "行列を分けられませんでした" in text and "n_kv_heads" in text, text
+    assert text.index("GQA") < text.index("ValueError"), text  # the cause first
+    assert "Traceback" not in text and text.count("\n") == 1
+
+
+def test_other_exceptions_of_a_conversion_are_reported_as_before(capsys):
+    def my_to_half_layout(params, n_heads, n_kv_heads):
+        raise KeyError("layers.0.w_x")
+
+    ok = check_half_layout(my_to_half_layout)
+    text = capsys.readouterr().out
+    assert ok.passed is False and "KeyError" in text and "分けられませんでした" not in text
 
 
 def test_changing_the_callers_checkpoint_is_named(capsys):

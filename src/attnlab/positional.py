@@ -735,8 +735,9 @@ def yarn_turns_inv_freq(
 
     :func:`by_parts_inv_freq` with γ of :func:`yarn_gamma`. It differs from
     :func:`yarn_inv_freq` (the reference code) where the band [α, β] is not inside the
-    head: in a small head the pairs between α and β turns are interpolated by γ(r),
-    while the reference's index ramp can leave them untouched.
+    head: when the trained length is below 2π·β (even pair 0 turns fewer than β times,
+    whatever the head width) γ(r) interpolates pair 0 too, while the reference's index
+    ramp, its ``low`` clamped at 0, keeps pair 0 in every configuration.
 
     Returns
     -------

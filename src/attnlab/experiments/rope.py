@@ -5,8 +5,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import even_int, int_positions, positive_float
-from attnlab.positional import apply_rope, rope_angles
+from attnlab._validate import even_int, int_positions, model_tokens, positive_float
+from attnlab.attention import causal_mask, multi_head_attention
+from attnlab.model import ModelConfig, layer_weights
+from attnlab.positional import RoPE, apply_rope, rope_angles
 
 #: Head width of the live figure's query and key (4 pairs; the figure offers 3).
 ROPE_DEMO_D_HEAD = 8
@@ -170,6 +172,46 @@ def permute_head_columns(w: np.ndarray, n_heads: int, perm) -> np.ndarray:
         raise ValueError(f"perm は 0 〜 {d_head - 1} の並べ替えである必要があります: perm={perm}")
     cols = (np.arange(n_heads)[:, None] * d_head + perm).ravel()  # (H·Dh,)
     return w[:, cols]
+
+
+def half_layout_logits(params: dict, tokens, config: ModelConfig) -> np.ndarray:
+    """The model of :mod:`attnlab.model` run with split-halves RoPE (``rotate_half``).
+
+    The same layers as :func:`attnlab.model.forward` (``x = x + MHA(x)`` in every layer,
+    RoPE on q and k inside each one, then the unembedding), but every layer rotates with
+    ``RoPE(convention="half")`` instead of adjacent pairs. A checkpoint trained with
+    adjacent pairs and converted right (W_Q and W_K columns permuted per head) gives the
+    logits of ``forward`` here.
+
+    Parameters
+    ----------
+    params : dict
+        The model's parameters, as :func:`attnlab.model.init_params` names them.
+    tokens : array of int
+        Shape (B, T).
+    config : ModelConfig
+        A model with ``positional="rope"`` and ``causal=True``, base and scale as trained.
+
+    Returns
+    -------
+    np.ndarray
+        Logits, shape (B, T, V).
+
+    Taught in chapter 08.
+    """
+    if config.positional != "rope" or not config.causal:
+        raise ValueError("config は RoPE の因果的なモデル（positional=\"rope\"、causal=True）"
+                         f"である必要があります: positional={config.positional!r}、"
+                         f"causal={config.causal!r}")
+    tokens = model_tokens(tokens, config)  # (B, T)
+    rope = RoPE(base=config.rope_base, scale=config.rope_scale, convention="half")
+    x = params["embed"][tokens]  # (B, T, D)
+    mask = causal_mask(tokens.shape[1])  # (T, T)
+    for layer in range(config.n_layers):
+        out, _ = multi_head_attention(x, layer_weights(params, layer), config.n_heads,
+                                      n_kv_heads=config.n_kv_heads, mask=mask, rope=rope)
+        x = x + out  # (B, T, D)
+    return x @ params["unembed"]  # (B, T, V)
 
 
 def rope_expected_scores(distances, d_head: int, base: float = 10000.0):

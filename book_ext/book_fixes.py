@@ -65,12 +65,12 @@ class ExerciseLabelInTitle(SphinxPostTransform):
         from sphinx_exercise.nodes import exercise_enumerable_node
 
         for node in self.document.findall(exercise_enumerable_node):
-            label_of_its_own = node.get("label", "")
+            label = node.get("label", "")
             title = node.children[0] if node.children else None
             if (not isinstance(title, nodes.title) or title.astext().strip()
-                    or not label_of_its_own or "-exercise-" in label_of_its_own):
+                    or not label or "-exercise-" in label):
                 continue  # a titled exercise, or sphinx-exercise's generated label
-            title += nodes.Text(f"（{label_of_its_own}）")
+            title += nodes.Text(f"（{label}）")
 
 
 def strip_markers_from_code(doctree: nodes.Node) -> int:

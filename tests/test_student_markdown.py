@@ -183,7 +183,8 @@ def test_the_built_book_names_each_exercise_and_shows_no_marker(index):
             assert f"練習 {number}</span>（{label}）" in html, (page, label)
         for figure, number in index.figure_numbers.items():
             if index.label_pages.get(figure) == page and f'id="{figure}"' in html:
-                assert re.search(rf'id="{figure}".*?図 {number}</span>', html, re.DOTALL), figure
+                shown = re.search(rf'id="{figure}".*?caption-number">図 (\d+)', html, re.DOTALL)
+                assert shown and int(shown.group(1)) == number, (figure, number)
 
 
 def test_student_edition_file_names_are_the_books():

@@ -132,9 +132,12 @@ test-parity: $(PARITY)/.installed
 
 # The live figures with a kernel: JupyterLab (temporary settings, a copy of notebooks/) in
 # headless Chromium; every control of every widget-tagged cell moved, the picture must change.
+# Then the student edition opened there: no MyST in any rendered markdown cell, citations as
+# 著者（年） links (tests/e2e/lab_markdown_test.py).
 # Screenshots go to screenshots/lab/.
 test-lab: warm
 	$(BIN)/python -m tests.e2e.lab_widget_test
+	$(BIN)/python -m tests.e2e.lab_markdown_test
 
 # Publish the book: the strict build above (target build), then _build/html to the gh-pages
 # branch of REMOTE with ghp-import, as one more commit, and the pages' URL from _config.yml.

@@ -106,3 +106,36 @@ def parse_exercises(markdown: str) -> list[Exercise]:
             first_sentence=sentence.group(0) if sentence else task,
         ))
     return exercises
+
+
+#: How an exercise is named outside the book's box: its number in the book and its label.
+EXERCISE_NAME = "練習 {number}（{label}）"
+
+
+def exercise_numbers(pages) -> dict[str, int]:
+    """The book's number of every labelled exercise: ``{"ex03-split-heads": 6, …}``.
+
+    ``pages`` are the markdown of the book's pages in ``_toc.yml``'s order (a notebook's
+    markdown cells joined). sphinx-exercise numbers with Sphinx's numfig, which counts
+    through the whole book when the table of contents is not numbered; an exercise with
+    ``:nonumber:`` gets no number and does not count.
+    """
+    numbers, count = {}, 0
+    for markdown in pages:
+        for directive in directives(markdown):
+            if directive.name not in ("exercise", "exercise-start"):
+                continue
+            if "nonumber" in directive.options:
+                continue
+            count += 1
+            if directive.options.get("label"):
+                numbers[directive.options["label"]] = count
+    return numbers
+
+
+def exercise_name(label: str, numbers: dict[str, int]) -> str:
+    """``練習 6（ex03-split-heads）``: the number the book shows and the label;
+    ``練習問題 ex99-x`` for an exercise the book does not number (a page outside the book)."""
+    if label not in numbers:
+        return f"練習問題 {label}"
+    return EXERCISE_NAME.format(number=numbers[label], label=label)

@@ -19,7 +19,11 @@ What a student notebook keeps and loses (nbconvert preprocessors, applied in thi
    marked for removal; a one-cell ``{solution}`` block is cut out of its cell.
 3. ``TagRemovePreprocessor`` removes the cells marked in steps 1-2.
 4. ``ClearOutputPreprocessor`` clears outputs and execution counts.
-5. ``StudentNotePreprocessor`` keeps only the kernelspec and language of the notebook
+5. ``ExercisePreprocessor`` writes each exercise fence as a heading with the book's name
+   (``### 練習 6（ex03-split-heads）``) and adds an answer cell after a think-exercise;
+   ``PlainMarkdownPreprocessor`` writes every other role and directive as plain Markdown
+   (``scripts/plain_markdown.py``: Jupyter, Colab and JupyterLab show no MyST).
+6. ``StudentNotePreprocessor`` keeps only the kernelspec and language of the notebook
    metadata, records the chapter number (``attnlab.chapter``, for ``scripts/grade.py``) and
    puts a short note at the top (what to do, and the licences in one line, as the book's
    footer says them).
@@ -41,7 +45,8 @@ from nbconvert.preprocessors import (
 )
 
 from scripts.book import ROOT, chapter_notebooks, execute_notebook
-from scripts.exercises import directive_names, directives, parse_exercises
+from scripts.exercises import directive_names, directives, exercise_name, parse_exercises
+from scripts.plain_markdown import book_index, plain_markdown
 
 SOLUTION_TAG = "solution"
 REMOVE_TAG = "student-remove"
@@ -96,6 +101,13 @@ def stub_solution_code(source: str, where: str = "") -> str | None:
     return "\n".join(out)
 
 
+def strip_solution_markers(source: str) -> str:
+    """``source`` without its ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines (the code
+    between them stays): the solution as the book shows it."""
+    lines = source.split("\n")
+    return "\n".join(line for line in lines if not (BEGIN.match(line) or END.match(line)))
+
+
 def remove_solution_blocks(source: str) -> str:
     """Cut every one-cell ``{solution}`` directive block out of a markdown source."""
     cut = {n for d in directives(source) if d.name == "solution" for n in d.lines}
@@ -104,18 +116,22 @@ def remove_solution_blocks(source: str) -> str:
 
 
 EXERCISE_NAMES = {"exercise", "exercise-start", "exercise-end"}
-EXERCISE_HEADING = "### 練習問題 {label}"
+EXERCISE_HEADING = "### {name}"  # ### 練習 6（ex03-split-heads）: the book's number and label
 ANSWER_CELL = "**あなたの答え**：このセルをダブルクリックして書いてください。"
 
 
-def plain_exercise_fences(source: str) -> str:
+def plain_exercise_fences(source: str, numbers: dict[str, int] | None = None) -> str:
     """Write exercise directives as a plain heading followed by the task text.
 
     ``{exercise-start}`` becomes the heading, ``{exercise-end}`` goes, and a one-cell
     ``{exercise}`` block becomes the heading and its body; options other than ``:label:``
-    go. In the book these fences make a numbered exercise box; in Jupyter they would show
-    as raw MyST.
+    go. The heading names the exercise as the book does, with its label
+    (``### 練習 6（ex03-split-heads）``; ``numbers``: the book's numbers, by default this
+    book's). In the book these fences make a numbered exercise box; in Jupyter they would
+    show as raw MyST.
     """
+    if numbers is None:
+        numbers = book_index().exercise_numbers
     lines = source.split("\n")
     out, done = [], 0
     for directive in directives(source):
@@ -123,7 +139,8 @@ def plain_exercise_fences(source: str) -> str:
             continue
         out += lines[done:directive.lines.start]
         if "label" in directive.options:
-            out += [EXERCISE_HEADING.format(label=directive.options["label"]).rstrip(), ""]
+            name = exercise_name(directive.options["label"], numbers)
+            out += [EXERCISE_HEADING.format(name=name).rstrip(), ""]
         out += directive.body
         done = directive.lines.stop
     out += lines[done:]
@@ -202,6 +219,19 @@ class ExercisePreprocessor(Preprocessor):
         return nb, resources
 
 
+class PlainMarkdownPreprocessor(Preprocessor):
+    """Every markdown cell as plain Jupyter Markdown: no MyST role or directive is left
+    (``scripts/plain_markdown.py``: citations, references, admonitions, math)."""
+
+    def preprocess(self, nb, resources):
+        page = f"notebooks/{Path(str(resources.get('name', 'notebook'))).stem}"
+        index = book_index()
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = plain_markdown(cell.source, page, index)
+        return nb, resources
+
+
 class StudentNotePreprocessor(Preprocessor):
     """Keep only the kernelspec and language metadata; put the student note on top."""
 
@@ -226,6 +256,7 @@ def student_notebook(nb, name: str = "ノートブック"):
         TagRemovePreprocessor(remove_cell_tags={SOLUTION_TAG, REMOVE_TAG}),
         ClearOutputPreprocessor(),
         ExercisePreprocessor(),
+        PlainMarkdownPreprocessor(),
         StudentNotePreprocessor(),
     ]
     for step in steps:

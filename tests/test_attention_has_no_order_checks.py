@@ -8,7 +8,7 @@ import pytest
 import attnlab.experiments.attention_has_no_order
 from attnlab.checks import check_order_blind_ceiling
 from attnlab.checks.attention_has_no_order import _REFERENCES, _cases
-from attnlab.checks.core import call_refusing
+from attnlab.checks.core import REPEAT_NOTE, call_refusing, reset_attempts
 from attnlab.experiments.attention_has_no_order import order_blind_ceiling
 
 
@@ -181,3 +181,89 @@ def test_a_correct_answer_is_not_mistaken_for_the_reference():
     for _, tokens, loss_mask, vocab_size in _cases():
         for answer in (loops, vectorised, float32, as_array):
             call_refusing(answer, _REFERENCES, tokens, loss_mask, vocab_size)  # no Mistake
+
+
+# --- the conceptual near-misses get a diagnosis of their own (walkthrough 2026-12) ------------
+
+@pytest.fixture(autouse=True)
+def _first_attempt():
+    """Each test starts as a student's first attempt (fix_on_repeat counts per kernel)."""
+    reset_attempts()
+    yield
+    reset_attempts()
+
+
+def per_row(tokens, vocab_size, vocab=None):
+    """Each row's counts (B, V), as a student's bincount gives them."""
+    return np.stack([np.bincount(r, minlength=vocab_size)[:vocab] for r in tokens])
+
+
+def max_minus_one(tokens, loss_mask, vocab_size):
+    """One taken off the largest count, not off the count of tokens[t]."""
+    best = (per_row(tokens, vocab_size).max(axis=-1) - 1) / (tokens.shape[1] - 1)  # (B,)
+    return np.broadcast_to(best[:, None], tokens.shape)[loss_mask].mean()
+
+
+def batch_wide(tokens, loss_mask, vocab_size):
+    """Counts over the whole batch (every row), then oneself removed."""
+    counts = np.bincount(tokens.ravel(), minlength=vocab_size)  # (V,)
+    others = counts[None, None, :] - np.eye(vocab_size, dtype=int)[tokens]  # (B, T, V)
+    return (others.max(axis=-1) / (tokens.shape[1] - 1))[loss_mask].mean()
+
+
+def every_copy_removed(tokens, loss_mask, vocab_size):
+    counts = per_row(tokens, vocab_size)  # (B, V)
+    values = []
+    for b, t in zip(*np.nonzero(loss_mask), strict=True):
+        others = counts[b].copy()
+        others[tokens[b, t]] = 0
+        values.append(others.max() / (tokens.shape[1] - 1))
+    return np.mean(values)
+
+
+def vocabulary_written_in(tokens, loss_mask, vocab_size):
+    """np.arange(32): the ids 32 and above are never counted (no error is raised)."""
+    counts = np.stack([[(row == v).sum() for v in np.arange(32)] for row in tokens])
+    values = []
+    for b, t in zip(*np.nonzero(loss_mask), strict=True):
+        others = counts[b].copy()
+        if tokens[b, t] < 32:
+            others[tokens[b, t]] -= 1
+        values.append(others.max() / (tokens.shape[1] - 1))
+    return np.mean(values)
+
+
+@pytest.mark.parametrize("answer, diagnosis", [
+    (max_minus_one, "いちばん多いトークンの個数から引いています"),
+    (batch_wide, "バッチ全体"),
+    (every_copy_removed, "全部候補から外しています"),
+    (vocabulary_written_in, "語彙を 32 個に固定していませんか"),
+], ids=["max - 1", "batch-wide counts", "every copy removed", "vocabulary of 32"])
+def test_each_near_miss_is_named(answer, diagnosis, capsys):
+    assert not check_order_blind_ceiling(answer)
+    out = capsys.readouterr().out
+    assert diagnosis in out, out
+    assert "値が正しくありません" not in out
+
+
+def test_a_value_above_one_is_called_impossible(capsys):
+    tokens, loss_mask, vocab_size = _cases()[0][1:]
+    assert batch_wide(tokens, loss_mask, vocab_size) > 1  # as the walkthrough's 1.787
+    check_order_blind_ceiling(batch_wide)
+    out = capsys.readouterr().out
+    assert "0 以上 1 以下のはず" in out
+    check_order_blind_ceiling(lambda tokens, loss_mask, vocab_size: 1.5)  # no candidate
+    out = capsys.readouterr().out
+    assert "0 以上 1 以下のはず" in out and "値が正しくありません" in out
+    check_order_blind_ceiling(self_counted)  # within [0, 1]: no such remark
+    assert "0 以上 1 以下" not in capsys.readouterr().out
+
+
+def test_counting_oneself_gives_the_line_of_code_only_the_second_time(capsys):
+    check_order_blind_ceiling(self_counted)
+    first = capsys.readouterr().out
+    assert "自身も数えています" in first and "-= 1" not in first
+    assert REPEAT_NOTE in first
+    check_order_blind_ceiling(self_counted)
+    second = capsys.readouterr().out
+    assert "自身も数えています" in second and "counts[tokens[t]] -= 1" in second

@@ -16,7 +16,16 @@ from attnlab import (
     split_heads,
 )
 from attnlab.checks import CHECKS, check_multi_head_attention, check_split_heads
-from attnlab.checks.split_and_concat import _mha_cases, _split_cases
+from attnlab.checks.core import REPEAT_NOTE, reset_attempts
+from attnlab.checks.split_and_concat import LARGE_SCORE, _mha_cases, _split_cases
+
+
+@pytest.fixture(autouse=True)
+def _first_attempt():
+    """Each test starts as a student's first attempt (fix_on_repeat counts per kernel)."""
+    reset_attempts()
+    yield
+    reset_attempts()
 
 
 def _verdict(capsys, check, func):
@@ -146,7 +155,7 @@ def test_the_split_stub_is_unimplemented(capsys):
 # --- check_multi_head_attention ------------------------------------------------------------
 
 def student_mha(*, split="right", merge="right", scale="head", use_mask=True, use_w_o=True,
-                weights_out="heads", stable=True):
+                weights_out="heads", stable=True, mask_mode="right"):
     """A student's my_multi_head_attention with the chosen mistakes."""
 
     def my_multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
@@ -166,11 +175,17 @@ def student_mha(*, split="right", merge="right", scale="head", use_mask=True, us
                    "d_head": d_head}[scale]
         scores = q @ k.transpose(0, 2, 1) / divisor  # (H, T, T)
         if mask is not None and use_mask:
-            scores = np.where(mask, scores, -np.inf)
+            hide = {"right": ~mask, "inverted": mask, "inverted_1e9": mask, "zero": ~mask,
+                    "after_softmax": np.zeros_like(mask),
+                    "tril": ~np.tril(np.ones(mask.shape, dtype=bool))}[mask_mode]
+            fill = {"inverted_1e9": -1e9, "zero": 0.0}.get(mask_mode, -np.inf)
+            scores = np.where(hide, fill, scores)
         if stable:
             scores = scores - scores.max(axis=-1, keepdims=True)
         e = np.exp(scores)
         weights = e / e.sum(axis=-1, keepdims=True)
+        if mask is not None and use_mask and mask_mode == "after_softmax":
+            weights = weights * mask
         heads = weights @ v  # (H, T, Dh)
         if merge == "bare":
             concat = heads.reshape(T, D)
@@ -392,3 +407,114 @@ def test_an_answer_that_chains_the_chapters_cells_is_refused(capsys):
     # split_heads → chapter 01's attention → merge_heads → W_O is chapter 03's §1 copied
     ok, text = _verdict(capsys, check_multi_head_attention, mha_chaining_the_chapters_cells)
     assert ok.passed is False and "scaled_dot_product_attention" in text, text
+
+
+# --- mask mistakes get chapter 01's diagnoses; large scores; attnlab's softmax ----------------
+
+MASK_MISTAKES = {
+    # (mask mode, what the message says, whether it says the case differs only by the mask)
+    "inverted, -inf (nan in the all-visible row)": ("inverted", "mask の向きが逆です", "行 4"),
+    "inverted, -1e9": ("inverted_1e9", "mask の向きが逆です", "違いはマスクのかけ方にあります"),
+    "hidden scores set to 0": ("zero", "隠す位置のスコアを 0 にしています",
+                               "違いはマスクのかけ方にあります"),
+    "weights * mask after softmax": ("after_softmax", "softmax の後で重みを 0 にしています",
+                                     "違いはマスクのかけ方にあります"),
+    "np.tril instead of mask": ("tril", "自分で作った因果マスク（np.tril）", "まだらなマスク"),
+}
+
+
+@pytest.mark.parametrize("mode, diagnosis, where", MASK_MISTAKES.values(),
+                         ids=MASK_MISTAKES.keys())
+def test_each_mask_mistake_gets_chapter_01s_diagnosis(capsys, mode, diagnosis, where):
+    ok, text = _verdict(capsys, check_multi_head_attention, student_mha(mask_mode=mode))
+    assert ok.passed is False and diagnosis in text and where in text, text
+    for wrong_stage in ("split_heads と", "axis=-1", "最大値を引"):  # the old ✗ messages
+        assert wrong_stage not in text, text
+
+
+def test_a_mask_mistake_with_no_candidate_is_still_located_in_the_mask(capsys):
+    def half_mask(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+        # hides with -5: not a known mistake, but only the mask differs
+        out, weights = student_mha()(x, w_q, w_k, w_v, w_o, n_heads)
+        if mask is None:
+            return out, weights
+        T, D = x.shape
+        q, k, v = (split_reshape(x @ w, n_heads) for w in (w_q, w_k, w_v))
+        scores = np.where(mask, q @ k.transpose(0, 2, 1) / np.sqrt(D // n_heads), -5.0)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        return merge_heads(weights @ v) @ w_o, weights
+
+    ok, text = _verdict(capsys, check_multi_head_attention, half_mask)
+    assert ok.passed is False and "違いはマスクのかけ方にあります" in text, text
+    assert "True が「参照してよい」位置" in text
+
+
+def test_the_large_score_case_overflows_exp():
+    case = next(c for c in _mha_cases() if c.name.startswith("スコアがとても大きい"))
+    D = case.x.shape[-1]
+    q, k = (split_heads(case.x @ w, case.n_heads) for w in (case.weights.w_q, case.weights.w_k))
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(D // case.n_heads)
+    assert scores.max() > LARGE_SCORE > 709.8  # np.exp(709.8) is the last finite one
+
+
+def test_an_unstable_softmax_is_refused(capsys):
+    ok, text = _verdict(capsys, check_multi_head_attention, student_mha(stable=False))
+    assert ok.passed is False and "スコアがとても大きいケース" in text
+    assert "最大値を引く" in text, text
+
+
+def mha_with_attnlab_softmax(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    from attnlab import softmax
+
+    q, k, v = (split_heads(x @ w, n_heads) for w in (w_q, w_k, w_v))  # (H, T, Dh)
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = softmax(scores, axis=-1)
+    return merge_heads(weights @ v) @ w_o, weights
+
+
+def test_attnlabs_softmax_is_refused_as_in_chapter_01(capsys):
+    ok, text = _verdict(capsys, check_multi_head_attention, mha_with_attnlab_softmax)
+    assert ok.passed is False and "attnlab の softmax" in text, text
+
+
+# --- the code of the fix only on a repeated attempt -------------------------------------------
+
+@pytest.mark.parametrize("func, received", [
+    (split_strided, "ヘッド 0 が受け取ったのは x の列 0, 4, 8 でした"),
+    (split_bare, "ヘッド 0 が受け取ったのは、x を行の順に読んだ最初の T·Dh = 15 個の値"
+                 "（行 0 の全部と行 1 の先頭 3 個）"),
+], ids=["strided", "bare reshape"])
+def test_a_split_mistake_says_what_head_0_received_then_the_fix(capsys, func, received):
+    _, first = _verdict(capsys, check_split_heads, func)
+    assert received in first and REPEAT_NOTE in first, first
+    assert "swapaxes" not in first and "reshape(…, T, H, Dh)" not in first
+    _, second = _verdict(capsys, check_split_heads, func)
+    assert received in second and "swapaxes(-2, -3)" in second, second
+    assert REPEAT_NOTE not in second
+
+
+def test_the_mha_split_mistake_also_holds_its_fix_back(capsys):
+    _, first = _verdict(capsys, check_multi_head_attention, student_mha(split="bare"))
+    assert "Q = x @ w_q を行の順に読んだ" in first and "swapaxes" not in first, first
+    _, second = _verdict(capsys, check_multi_head_attention, student_mha(split="bare"))
+    assert "swapaxes(-2, -3)" in second
+
+
+# --- core's messages read as Japanese (walkthrough nits) ----------------------------------------
+
+def test_returned_arrays_messages_have_no_stray_space_and_no_wrong_noun():
+    from attnlab.checks.core import Mistake, returned_array
+
+    with pytest.raises(Mistake) as japanese:  # as chapter 10's check names its value
+        returned_array(np.zeros((8, 6, 6)), "4 ヘッド・長さ 6 のケースの返り値", (4, 6, 6))
+    assert "ケースの返り値の形が (8, 6, 6)" in str(japanese.value)
+    with pytest.raises(Mistake) as latin:
+        returned_array(np.zeros((2, 2)), "out", (3,))
+    assert str(latin.value).startswith("out の形が")
+    with pytest.raises(Mistake) as integers:  # a bias array is neither weights nor a mean
+        returned_array(np.zeros((4, 6, 6), dtype=int), "返り値", (4, 6, 6))
+    assert "返り値の dtype が int" in str(integers.value)
+    assert "重みや平均" not in str(integers.value)

@@ -14,7 +14,14 @@ from itertools import product
 
 import numpy as np
 
-from attnlab.checks.core import Mistake, Raised, call_refusing, checker, raised_message
+from attnlab.checks.core import (
+    Mistake,
+    Raised,
+    call_refusing,
+    checker,
+    fix_on_repeat,
+    raised_message,
+)
 from attnlab.experiments.attention_has_no_order import order_blind_ceiling
 from attnlab.tasks import PreviousToken
 
@@ -24,9 +31,18 @@ _REFERENCES = {order_blind_ceiling: (
     "書くことです（order_blind_ceiling は答え合わせに使います）。")}
 
 _DIAGNOSES = {
-    ("self", True): (
-        "位置 t のトークン自身も数えています。前のトークンは t 以外の T − 1 か所のどれかなので、"
-        "数えるのは「自分を除いた」トークンです（counts[tokens[t]] -= 1）。"
+    ("self", "max_minus_one"): (
+        "自分の 1 個を、いちばん多いトークンの個数から引いています。除くのは位置 t のトークン"
+        "（tokens[t]）の 1 個です。位置 t のトークンがいちばん多いトークンでなければ、"
+        "最大値はそのまま変わりません。"
+    ),
+    ("self", "all_copies"): (
+        "位置 t のトークンと同じ値のトークンを、全部候補から外しています。除くのは位置 t の"
+        "自分の 1 個だけで、ほかの位置にある同じトークンは前のトークンの候補に残ります。"
+    ),
+    ("scope", "batch"): (
+        "トークンの個数をバッチ全体（すべての行）で数えています。モデルが見るのは自分の行"
+        "（1 つの系列）のトークンだけなので、個数は行ごとに数えてください。"
     ),
     ("denominator", "T"): (
         "T で割っています。候補の場所は自分を除いた T − 1 か所なので、T − 1 で割ります。"
@@ -47,6 +63,14 @@ _DIAGNOSES = {
         "いちばん多いトークンを答えるのが最善です。"
     ),
 }
+#: Counting oneself: what went wrong first, the line of code only when it comes again.
+_SELF_COUNTED = (
+    "位置 t のトークン自身も数えています。前のトークンは t 以外の T − 1 か所のどれかなので、"
+    "数えるのは「自分を除いた」トークンです。",
+    "行の個数から、位置 t のトークンの 1 個を引いてください（counts[tokens[t]] -= 1）。",
+)
+#: The vocabulary of the chapter's example, which an answer may have written in.
+_EXAMPLE_VOCAB = 32
 
 
 def _cases() -> list[tuple[str, np.ndarray, np.ndarray, int]]:
@@ -66,20 +90,33 @@ def _cases() -> list[tuple[str, np.ndarray, np.ndarray, int]]:
     ]
 
 
-def _candidate(tokens, loss_mask, vocab_size, self_counted, denominator, positions,
-               multiset) -> float:
-    """What the answer would be with the given (possibly wrong) choices."""
+def _candidate(tokens, loss_mask, vocab_size, self_mode, denominator, positions,
+               multiset, scope="row", vocab=None) -> float:
+    """What the answer would be with the given (possibly wrong) choices.
+
+    ``self_mode``: "own" (right: one count of tokens[t] removed), "counted" (oneself
+    counted), "max_minus_one" (one taken off the largest count), "all_copies" (every
+    copy of tokens[t] removed); ``scope``: counts per "row" (right) or over the "batch";
+    ``vocab``: count only the ids below it (a vocabulary written in), None for all.
+    """
     T = tokens.shape[1]
+    batch_counts = np.bincount(tokens.ravel(), minlength=vocab_size)
     values = []
     for row, mask in zip(tokens, loss_mask, strict=True):
-        counts = np.bincount(row, minlength=vocab_size)
+        counts = (batch_counts if scope == "batch"
+                  else np.bincount(row, minlength=vocab_size))[:vocab]
         where = {"all": range(T), "from1": range(1, T)}.get(positions,
                                                             np.flatnonzero(mask))
         for t in where:
             others = counts.copy()
-            if not self_counted:
+            own = row[t] < len(others)
+            if self_mode == "own" and own:
                 others[row[t]] -= 1
+            elif self_mode == "all_copies" and own:
+                others[row[t]] = 0
             best = others.max() if multiset else float((others > 0).max())
+            if self_mode == "max_minus_one":
+                best -= 1
             divisor = {"T-1": T - 1, "T": T, "none": 1}[denominator]
             values.append(best / divisor)
     return float(np.mean(values))
@@ -100,21 +137,35 @@ def _sizes_of_the_example(tokens, loss_mask, vocab_size, value: float) -> str | 
 
 
 def _diagnose(tokens, loss_mask, vocab_size, value: float) -> str:
+    impossible = "" if 0.0 <= value <= 1.0 else (
+        "当たる確率の平均なので 0 以上 1 以下のはずですが、その外の値です。")
     example = _sizes_of_the_example(tokens, loss_mask, vocab_size, value)
     if example is not None:
-        return example
-    options = product((False, True), ("T-1", "T", "none"), ("masked", "all", "from1"),
-                      (True, False))
-    for self_counted, denominator, positions, multiset in options:
-        if (self_counted, denominator, positions, multiset) == (False, "T-1", "masked", True):
+        return impossible + example
+    vocabularies = (None, _EXAMPLE_VOCAB) if vocab_size > _EXAMPLE_VOCAB else (None,)
+    options = product(vocabularies, ("row", "batch"),
+                      ("own", "counted", "max_minus_one", "all_copies"),
+                      ("T-1", "T", "none"), ("masked", "all", "from1"), (True, False))
+    for vocab, scope, self_mode, denominator, positions, multiset in options:
+        choices = (vocab, scope, self_mode, denominator, positions, multiset)
+        if choices == (None, "row", "own", "T-1", "masked", True):
             continue
-        candidate = _candidate(tokens, loss_mask, vocab_size, self_counted, denominator,
-                               positions, multiset)
+        candidate = _candidate(tokens, loss_mask, vocab_size, self_mode, denominator,
+                               positions, multiset, scope, vocab)
         if np.isclose(value, candidate, rtol=1e-5, atol=1e-9):
-            found = [("self", self_counted), ("denominator", denominator),
+            text = [impossible]
+            if vocab is not None:
+                text.append(f"語彙を {vocab} 個に固定していませんか"
+                            f"（第 5 節の例の |𝒱| = {vocab}）。このケースの語彙は {vocab_size} で、"
+                            f"番号 {vocab} 以上のトークンを"
+                            "数えていません。vocab_size を使ってください。")
+            if self_mode == "counted":
+                text.append(fix_on_repeat("ex05-ceiling/self", *_SELF_COUNTED))
+            found = [("scope", scope), ("self", self_mode), ("denominator", denominator),
                      ("positions", positions), ("multiset", multiset)]
-            return "".join(_DIAGNOSES[f] for f in found if f in _DIAGNOSES)
-    return (
+            text += [_DIAGNOSES[f] for f in found if f in _DIAGNOSES]
+            return "".join(text)
+    return impossible + (
         "値が正しくありません。スコアを付ける位置ごとに「自分を除いたトークンの個数の最大値 ÷ "
         "(T − 1)」を求め、その平均を返してください。"
     )
@@ -138,6 +189,23 @@ def _as_number(value, case: str) -> float:
 def check_order_blind_ceiling(func) -> None:
     """Check ``func(tokens, loss_mask, vocab_size)``: the best accuracy an order-blind
     model can expect on these PreviousToken rows, as one number.
+
+    Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (oneself counted; one taken
+    off the largest count instead of tokens[t]'s; every copy of tokens[t] removed; counts
+    over the whole batch; a value outside [0, 1]; divided by T, by nothing, by 31 or by
+    B − 1; loss_mask ignored; kinds counted instead of copies; the example's vocabulary
+    of 32 written in; an exception; ``order_blind_ceiling`` used).
+
+    Parameters
+    ----------
+    func : callable
+        The student's ``my_order_blind_ceiling(tokens, loss_mask, vocab_size)``: tokens
+        (B, T) int, loss_mask (B, T) bool → a float.
+
+    Returns
+    -------
+    CheckResult
+        True (``.passed``) if every hidden case matches.
 
     Taught in chapter 05.
     """

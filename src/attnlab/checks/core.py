@@ -285,27 +285,62 @@ def returned_pair(value: Any, out_shape: Sequence[int],
     return value[0], value[1]
 
 
+def _spaced(name: str) -> str:
+    """``name`` ready for a Japanese particle: a space after a Latin name (``out の``),
+    none after a Japanese one (``ケースの返り値の``), as the book's typography has it."""
+    return f"{name} " if name[-1:].isascii() else name
+
+
 def returned_array(value: Any, name: str, shape: Sequence[int]) -> np.ndarray:
     """``value`` as a floating array of ``shape``, or a :class:`Mistake` saying what is wrong.
 
     Not taught: machinery for writing a check (CONTRIBUTING.md).
     """
+    subject = _spaced(name)
     if value is None:
-        raise Mistake(f"{name} が None です。return を書き忘れていませんか。")
+        raise Mistake(f"{subject}が None です。return を書き忘れていませんか。")
     try:
         array = np.asarray(value)
     except Exception:  # an object numpy cannot convert
-        raise Mistake(f"{name} を配列に変換できません（型 {type(value).__name__}）。") from None
+        raise Mistake(f"{subject}を配列に変換できません（型 {type(value).__name__}）。") from None
     if array.dtype == object or not np.issubdtype(array.dtype, np.number):
-        raise Mistake(f"{name} が数値の配列ではありません（dtype={array.dtype}）。")
+        raise Mistake(f"{subject}が数値の配列ではありません（dtype={array.dtype}）。")
     if array.shape != tuple(shape):
-        raise Mistake(f"{name} の形が {array.shape} です。期待する形は {tuple(shape)} です。")
+        raise Mistake(f"{subject}の形が {array.shape} です。期待する形は {tuple(shape)} です。")
     if not np.issubdtype(array.dtype, np.floating):
         raise Mistake(
-            f"{name} の dtype が {array.dtype} です。重みや平均は小数になるので、"
+            f"{subject}の dtype が {array.dtype} です。この値は小数になるので、"
             "浮動小数点の配列を返してください（整数への丸めや astype(int) をしていませんか）。"
         )
     return array
+
+
+#: How many times each diagnosis has been given in this kernel (:func:`fix_on_repeat`).
+_ATTEMPTS: dict[str, int] = {}
+#: What a first diagnosis that keeps its fix back ends with.
+REPEAT_NOTE = "（同じ間違いのままもう一度確かめると、直し方も表示します。）"
+
+
+def fix_on_repeat(key: str, what_went_wrong: str, fix: str) -> str:
+    """A diagnosis that names the mistake first and hands over the fix only later.
+
+    The first time ``key`` (e.g. ``"ex03-split-heads/strided"``) is diagnosed in this
+    kernel the message is ``what_went_wrong`` and :data:`REPEAT_NOTE`; from the second
+    time on it is ``what_went_wrong`` followed by ``fix`` (the code). A student who
+    reads the first message can still find the fix alone; one who is stuck gets it.
+
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    """
+    _ATTEMPTS[key] = _ATTEMPTS.get(key, 0) + 1
+    return what_went_wrong + (REPEAT_NOTE if _ATTEMPTS[key] == 1 else fix)
+
+
+def reset_attempts() -> None:
+    """Forget every diagnosis given so far (:func:`fix_on_repeat` starts again).
+
+    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    """
+    _ATTEMPTS.clear()
 
 
 #: The three verdicts a check can give.

@@ -5,7 +5,11 @@ each typical mistake returns (with the reference functions) and says which one t
 answer matches. Chapter 03 imports the references (``split_heads``,
 ``multi_head_attention`` and its loop), so an answer that is one of them, or calls one,
 is refused; so is an MHA answer that calls chapter 01's ``scaled_dot_product_attention``
-(chaining the chapter's cells would answer the exercise by copying them).
+(chaining the chapter's cells would answer the exercise by copying them) or attnlab's
+``softmax`` (the task says NumPy only; chapter 01 refuses it too). A mask mistake gets
+chapter 01's diagnosis (its ``_MASK_MODES``). The two worst split mistakes first say what
+head 0 received and give the code of the fix only when the same mistake comes again
+(:func:`attnlab.checks.core.fix_on_repeat`).
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ from attnlab.attention import (
     softmax,
     split_heads,
 )
+from attnlab.checks.attention_review import _DIAGNOSES as _REVIEW_DIAGNOSES
+from attnlab.checks.attention_review import _MASK_MODES
 from attnlab.checks.core import (
     Mistake,
     Raised,
     call_refusing,
     checker,
+    fix_on_repeat,
     raised_message,
     returned_array,
     returned_pair,
@@ -61,6 +68,12 @@ _MHA_MESSAGE = (
 _MHA_REFERENCES = {
     **{function: _MHA_MESSAGE.format(name=function.__name__)
        for function in (multi_head_attention, multi_head_attention_loop, attention_pass)},
+    # chapter 01 asks for the softmax written by hand; "NumPy だけで" means it here too
+    softmax: (
+        "attnlab の softmax を呼んでいます。この練習問題は NumPy だけで書きます。"
+        "softmax も第 1 章と同じく自分で書いてください："
+        "各行の最大値を引いてから exp を取り、行の和で割ります。"
+    ),
     # chaining the chapter's cells (split_heads → this → merge_heads → W_O) is a copy
     scaled_dot_product_attention: (
         "第 1 章の scaled_dot_product_attention を使っています。本文の段をつなぐだけでは"
@@ -97,22 +110,35 @@ def _merge(heads: np.ndarray, how: str) -> np.ndarray:
     return heads.reshape(*lead, T, H * d_head)
 
 
-_SPLIT_DIAGNOSES = {
-    "strided": (
-        "ヘッド i に列 i, i+H, i+2H, … を（H 列おきに）集めています。reshape(T, Dh, H) と"
-        "しているようです。ヘッド i は連続した列 i·Dh:(i+1)·Dh なので、"
-        "reshape(…, T, H, Dh) としてから H と T の軸を入れ替えてください。"
-    ),
-    "bare": (
-        "reshape で (H, T, Dh) の形にしただけで、軸の入れ替えをしていません。形は合っていても、"
-        "ヘッド 0 に最初の行たちがまとめて入ってしまいます。reshape(…, T, H, Dh) としてから"
-        "H と T の軸を入れ替えてください（swapaxes(-2, -3) など）。"
-    ),
-    "reversed": (
-        "ヘッドが逆の順に並んでいます。ヘッド 0 が x の最初の列のブロック（列 0:Dh）、"
-        "最後のヘッドが最後のブロックを持ちます（[::-1] やループの向きを確かめてください）。"
-    ),
-}
+_SPLIT_FIX = ("reshape(…, T, H, Dh) としてから H と T の軸を入れ替えてください"
+              "（swapaxes(-2, -3) など）。")
+
+
+def _split_diagnosis(how: str, T: int, D: int, H: int, exercise: str,
+                     what: str = "x") -> str:
+    """What head 0 received from the split ``how`` of a (T, D) ``what`` into H heads;
+    the code of the fix only when the same mistake comes again (:func:`fix_on_repeat`)."""
+    d_head = D // H
+    if how == "strided":
+        taken = [str(c) for c in range(0, D, H)]  # head 0's Dh columns, H apart
+        columns = ", ".join(taken) if len(taken) <= 4 else ", ".join(taken[:3]) + ", …"
+        wrong = (f"ヘッド 0 が受け取ったのは {what} の列 {columns} でした（H 列おき、H = {H}）。"
+                 f"ヘッド ℓ が持つのは連続した列 ℓ·Dh から (ℓ+1)·Dh − 1 で、ヘッド 0 なら"
+                 f"列 0〜{d_head - 1} です。")
+        fix = "reshape(…, T, Dh, H) ではなく、" + _SPLIT_FIX
+        return fix_on_repeat(f"{exercise}/strided", wrong, fix)
+    if how == "bare":
+        rows, rest = divmod(T * d_head, D)
+        part = f"行 0〜{rows - 1} の全部" if rows > 1 else "行 0 の全部" if rows else ""
+        if rest:
+            part += ("と" if part else "") + f"行 {rows} の先頭 {rest} 個"
+        wrong = (f"reshape で (H, T, Dh) の形にしただけで、軸の入れ替えをしていません。"
+                 f"ヘッド 0 が受け取ったのは、{what} を行の順に読んだ最初の T·Dh = "
+                 f"{T * d_head} 個の値（{part}）でした。形は合っていても、"
+                 f"ヘッド 0 が持つのは、すべての行（トークン）の列 0〜{d_head - 1} です。")
+        return fix_on_repeat(f"{exercise}/bare", wrong, _SPLIT_FIX)
+    return ("ヘッドが逆の順に並んでいます。ヘッド 0 が x の最初の列のブロック（列 0:Dh）、"
+            "最後のヘッドが最後のブロックを持ちます（[::-1] やループの向きを確かめてください）。")
 
 
 # --- check_split_heads ---------------------------------------------------------------------
@@ -198,8 +224,10 @@ def check_split_heads(func: Callable) -> None:
         heads = _diagnose_split(case, result)
         if _close(heads, _split(case.x, case.n_heads, "right")):
             continue
-        for how, diagnosis in _SPLIT_DIAGNOSES.items():
+        T, D = case.x.shape[-2:]
+        for how in ("strided", "bare", "reversed"):
             if _close(heads, _split(case.x, case.n_heads, how)):
+                diagnosis = _split_diagnosis(how, T, D, case.n_heads, "ex03-split-heads")
                 raise Mistake(f"{case.name}: {diagnosis}")
         raise Mistake(
             f"{case.name}: 値が split_heads と一致しません。ヘッド 0 は x の列 0:Dh、"
@@ -216,6 +244,12 @@ class _MHACase:
     weights: MHAWeights  # four (D, D) matrices
     n_heads: int
     mask: np.ndarray | None  # (T, T) bool
+    #: the case differs from an unmasked case checked before it only by its mask
+    mask_only: bool = False
+
+
+#: How large the scores of the large-score case are at least (exp overflows past 709).
+LARGE_SCORE = 800.0
 
 
 def _mha_cases() -> list[_MHACase]:
@@ -236,29 +270,43 @@ def _mha_cases() -> list[_MHACase]:
                      [0, 0, 1, 1, 1, 0, 1]], dtype=bool)
     return [
         _MHACase("マスクなし・ヘッド 3 つのケース", x, w, 3, None),
-        _MHACase("因果マスク・ヘッド 3 つのケース", x, w, 3, causal_mask(5)),
+        _MHACase("因果マスク・ヘッド 3 つのケース", x, w, 3, causal_mask(5), mask_only=True),
         _MHACase("まだらなマスク・ヘッド 5 つのケース", x2, w2, 5, mask),
+        # scores beyond 709, where exp overflows unless each row's maximum is subtracted
+        _MHACase("スコアがとても大きいケース", 30.0 * x, w, 3, None),
     ]
 
 
 _SCALES = ("head", "model", "none", "d_head")
 _DIAGNOSES = {
-    **{("split", how): text for how, text in _SPLIT_DIAGNOSES.items()},
     ("scale", "model"): (
         "スコアを √d_model で割っています。各ヘッドのクエリとキーは d_k = d_model / h 次元"
         "（ヘッドの幅）なので、割るのは √d_k です。"
     ),
     ("scale", "none"): "スコアを √d_k（d_k はヘッドの幅）で割るのを忘れています。",
     ("scale", "d_head"): "スコアを d_k で割っています。割るのは √d_k です。",
+    # chapter 01's diagnoses of the same mask mistakes (_MASK_MODES), but for "ignored":
+    **{("mask", mode): _REVIEW_DIAGNOSES[("mask", mode)]
+       for mode in _MASK_MODES if ("mask", mode) in _REVIEW_DIAGNOSES},
     ("mask", "ignored"): (
         "mask を無視しています。mask が False の位置のスコアを、どのヘッドでも softmax の前に"
         " -inf にしてください（(T, T) の mask は (H, T, T) のスコアにブロードキャストできます）。"
     ),
 }
+_MASK_ONLY = "マスクなしのケースは通ったので、違いはマスクのかけ方にあります。"
 
 
-def _candidate_weights(case: _MHACase, split: str, scale: str, use_mask: bool) -> np.ndarray:
-    """Every head's weights (H, T, T) with the given (possibly wrong) choices."""
+def _softmax_or_nan(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis; a row hidden entirely is nan (as a student's gives)."""
+    with np.errstate(all="ignore"):
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def _candidate_weights(case: _MHACase, split: str, scale: str,
+                       mask_mode: str = "right") -> np.ndarray:
+    """Every head's weights (H, T, T) with the given (possibly wrong) choices; the mask
+    is used as chapter 01's ``mask_mode`` says (:data:`_MASK_MODES`)."""
     D = case.x.shape[-1]
     d_head = D // case.n_heads
     q = _split(case.x @ case.weights.w_q, case.n_heads, split)  # (H, T, Dh)
@@ -266,21 +314,46 @@ def _candidate_weights(case: _MHACase, split: str, scale: str, use_mask: bool) -
     divisor = {"head": np.sqrt(d_head), "model": np.sqrt(D), "none": 1.0,
                "d_head": float(d_head)}[scale]
     scores = q @ k.swapaxes(-1, -2) / divisor  # (H, T, T)
-    if use_mask and case.mask is not None:
-        scores = np.where(case.mask, scores, -np.inf)
-    return softmax(scores, axis=-1)
+    mask = case.mask
+    if mask is None or mask_mode == "ignored":
+        return _softmax_or_nan(scores)
+    if mask_mode == "after_softmax":
+        return _softmax_or_nan(scores) * mask
+    if mask_mode == "zero":
+        return _softmax_or_nan(np.where(mask, scores, 0.0))
+    keep = {"right": mask, "inverted": ~mask,
+            "causal": np.tril(np.ones(mask.shape, dtype=bool))}[mask_mode]
+    return _softmax_or_nan(np.where(keep, scores, -np.inf))
+
+
+def _close_where_defined(weights: np.ndarray, candidate: np.ndarray) -> bool:
+    """``weights`` match ``candidate`` on every query row where the candidate is defined
+    (a row it hides entirely is nan; a student's -1e9 there gives equal weights)."""
+    rows = np.all(np.isfinite(candidate), axis=-1)  # (H, T)
+    return bool(rows.any()) and weights.shape == candidate.shape and _close(
+        weights[rows], candidate[rows])
 
 
 def _diagnose_weights(case: _MHACase, weights: np.ndarray) -> str:
-    masks = (True, False) if case.mask is not None else (True,)
-    for split, scale, use_mask in product(("right", "strided", "bare", "reversed"), _SCALES,
-                                          masks):
-        if (split, scale, use_mask) == ("right", "head", True):
+    modes = _MASK_MODES if case.mask is not None else ("right",)
+    for split, scale, mask_mode in product(("right", "strided", "bare", "reversed"), _SCALES,
+                                           modes):
+        if (split, scale, mask_mode) == ("right", "head", "right"):
             continue
-        if _close(weights, _candidate_weights(case, split, scale, use_mask)):
-            found = [("split", split), ("scale", scale), ("mask", "right" if use_mask
-                                                           else "ignored")]
-            return "".join(_DIAGNOSES[f] for f in found if f in _DIAGNOSES)
+        if _close_where_defined(weights, _candidate_weights(case, split, scale, mask_mode)):
+            T, D = case.x.shape
+            text = [] if split == "right" else [
+                _split_diagnosis(split, T, D, case.n_heads, "ex03-mha", "Q = x @ w_q")]
+            text += [_DIAGNOSES[f] for f in (("scale", scale), ("mask", mask_mode))
+                     if f in _DIAGNOSES]
+            if (split, scale) == ("right", "head") and case.mask_only:
+                text.insert(0, _MASK_ONLY)
+            return "".join(text)
+    if case.mask is not None:
+        return ((_MASK_ONLY if case.mask_only else
+                 "マスクなしのケースは通ったので、まずマスクのかけ方を確かめてください。")
+                + "mask が False の位置のスコアだけを softmax の前に -inf（または -1e9）にし、"
+                "True の位置のスコアはそのまま残します（True が「参照してよい」位置です）。")
     sums = weights.sum(axis=-1)
     if not np.allclose(sums, 1.0, atol=1e-5):
         return ("重みの各行の和が 1 になっていません。softmax は各ヘッドの各行（キーの軸、"
@@ -290,6 +363,24 @@ def _diagnose_weights(case: _MHACase, weights: np.ndarray) -> str:
         "softmax(QKᵀ / √d_k) を計算しているか、途中の値を split_heads と "
         "scaled_dot_product_attention で確かめてみてください。"
     )
+
+
+def _diagnose_not_finite(case: _MHACase, weights: np.ndarray) -> str:
+    """Where the nan or inf came from: an unstable softmax, or a row the mask hid entirely."""
+    if case.mask is None:
+        return ("nan か inf が出ました。スコアが大きいと exp があふれます。softmax の前に"
+                "各行の最大値を引くと、あふれずに計算できます（数値的に安定な softmax）。")
+    bad = np.any(~np.isfinite(weights), axis=(0, 2)) if weights.ndim == 3 else None  # (T,)
+    if bad is not None and bad.any() and np.all(case.mask[bad].all(axis=-1)):
+        rows = ", ".join(str(i) for i in np.flatnonzero(bad))
+        return (f"nan か inf が出たのは、mask がすべて True の行（行 {rows}）だけです。"
+                + _REVIEW_DIAGNOSES[("mask", "inverted")]
+                + "向きが逆だと、この行ではすべてのキーが隠れて softmax が 0 ÷ 0 = nan に"
+                "なります。")
+    return ((_MASK_ONLY if case.mask_only else
+             "マスクなしのケースは通ったので、nan か inf はマスクから来ているはずです。")
+            + "隠す位置のスコアを softmax の前に -inf にし、どの行にも見えるキーが残ることを"
+            "確かめてください（-inf に 0 を掛けると nan になります）。")
 
 
 def _diagnose_out(case: _MHACase, out: np.ndarray, weights: np.ndarray) -> str:
@@ -367,7 +458,7 @@ def _collapsed(value: Any, case: _MHACase) -> str | None:
         weights = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         return None
-    right = _candidate_weights(case, "right", "head", True)  # (H, T, T)
+    right = _candidate_weights(case, "right", "head")  # (H, T, T)
     T = right.shape[-1]
     if weights.shape not in ((T, T), (1, T, T), right.shape):
         return None
@@ -386,9 +477,11 @@ def check_multi_head_attention(func: Callable) -> None:
     x is (T, D), each w (D, D), mask (T, T) bool or None; out (T, D), weights (H, T, T).
     Prints 【正解】, 【未実装】 or 【不正解】 with a diagnosis (strided, bare-reshape or
     reversed heads, W_O forgotten, scores divided by √d_model (or not at all, or by
-    d_head), the mask ignored, weights averaged over heads, heads merged without the
-    transpose or in reverse order, out and weights swapped, None, an exception,
-    ``multi_head_attention`` or its loop itself used).
+    d_head), the mask ignored, inverted, applied as 0 or after the softmax, or replaced by
+    a causal mask of one's own (chapter 01's mask modes), nan where the mask hides a
+    whole row, an unstable softmax on large scores, weights averaged over heads, heads
+    merged without the transpose or in reverse order, out and weights swapped, None, an
+    exception, ``multi_head_attention``, its loop or attnlab's ``softmax`` used).
 
     Parameters
     ----------
@@ -417,8 +510,7 @@ def check_multi_head_attention(func: Callable) -> None:
             raise Mistake(message)
         out, weights = _unpack_mha(result, case)
         if not (np.all(np.isfinite(out)) and np.all(np.isfinite(weights))):
-            raise Mistake(f"{case.name}で nan か inf が出ました。softmax の前に各行の最大値を"
-                          "引き、隠す位置は -inf にしてから softmax を取ってください。")
+            raise Mistake(f"{case.name}: {_diagnose_not_finite(case, weights)}")
         ref_out, ref_weights = multi_head_attention(case.x, case.weights, case.n_heads,
                                                     mask=case.mask)
         if not _close(weights, ref_weights):

@@ -152,8 +152,9 @@ notebooks: warm
 	$(BIN)/python -m scripts.run_notebooks
 
 # The first code cell of every chapter installs attnlab in Colab from repository.url and
-# repository.branch of _config.yml: after a fork changes them, rewrite the cells (then run
-# make notebooks). make test fails while a cell and _config.yml disagree.
+# repository.branch of _config.yml: after a fork changes them, rewrite the cells (a cell
+# without outputs: no make notebooks, unless the script says it inserted a cell). make test
+# fails while a cell and _config.yml disagree.
 colab-cell: $(STAMP)
 	$(BIN)/python -m scripts.sync_colab_cell
 

@@ -46,31 +46,40 @@ def colab_source(url: str, branch: str) -> str:
     )
 
 
-def sync(path: Path) -> bool:
-    """Make the first code cell of ``path`` the install cell; return whether it changed."""
+def sync(path: Path) -> str | None:
+    """Make the first code cell of ``path`` the install cell; return what was done:
+    ``"inserted"`` (a new cell: the execution counts move, so re-execute the notebook),
+    ``"rewritten"`` (the cell has no outputs: nothing to re-execute) or None (unchanged)."""
     nb = nbformat.read(path, as_version=4)
     source = colab_source(*repository())
     index, first = next(
         (i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
     )
+    done = "rewritten"
     if "colab-install" not in first.metadata.get("tags", []):
         first = nbformat.v4.new_code_cell(id=CELL_ID)
         nb.cells.insert(index, first)
+        done = "inserted"
     elif first.source == source and first.metadata.get("tags") == TAGS:
-        return False
+        return None
     first.source = source
     first.metadata["tags"] = list(TAGS)
     first.outputs = []
     nbformat.validate(nb)
     nbformat.write(nb, path)
-    return True
+    return done
 
 
 def main(argv: list[str]) -> int:
     paths = [Path(p) for p in argv] or all_notebooks()
     for path in paths:
-        if sync(path):
-            print(f"書き換えました: {path.name}（make notebooks で出力を保存し直してください）")
+        done = sync(path)
+        if done == "inserted":
+            print(f"セルを足しました: {path.name}（セルの番号がずれたので、"
+                  "make notebooks で出力を保存し直してください）")
+        elif done == "rewritten":
+            print(f"書き換えました: {path.name}（出力のないセルなので、"
+                  "make notebooks は要りません）")
     return 0
 
 

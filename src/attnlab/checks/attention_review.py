@@ -73,7 +73,7 @@ _EXAMPLE_DIVISOR = 2.0
 _REFERENCES = {
     scaled_dot_product_attention: (
         "scaled_dot_product_attention を呼んでいます。この練習問題では、それを使わずに、"
-        "q @ k.T から出力までを自分で組み立ててください（本文のステップ 1〜5）。"
+        "q @ k.T から出力までを自分で組み立ててください（本文のステップ 2〜5）。"
     ),
     softmax: (
         "attnlab の softmax を呼んでいます。softmax も自分で書いてください："

@@ -96,6 +96,36 @@ def test_pooled_params_keeps_mha_and_shrinks_kv():
     np.testing.assert_array_equal(mqa["layers.1.w_q"], params["layers.1.w_q"])
 
 
+def test_the_first_head_control_keeps_each_groups_first_kv_head():
+    params = init_params(CONFIG, np.random.default_rng(0))
+    _, first = pooled_params(params, 2, "first")  # groups (0, 1) and (2, 3)
+    Dh = CONFIG.d_head
+    for name in ("layers.0.w_k", "layers.1.w_v"):
+        np.testing.assert_array_equal(first[name][:, :Dh], params[name][:, :Dh])
+        np.testing.assert_array_equal(first[name][:, Dh:], params[name][:, 2 * Dh:3 * Dh])
+
+
+def test_the_random_control_redraws_only_k_and_v():
+    params = init_params(CONFIG, np.random.default_rng(0))
+    _, mean = pooled_params(params, 1)
+    _, fresh = pooled_params(params, 1, "random")
+    for name in ("embed", "pos", "unembed", "layers.0.w_q", "layers.1.w_o"):
+        np.testing.assert_array_equal(fresh[name], params[name])
+    assert fresh["layers.0.w_k"].shape == mean["layers.0.w_k"].shape
+    assert not np.allclose(fresh["layers.0.w_k"], mean["layers.0.w_k"])
+    with pytest.raises(ValueError, match="how='median'"):
+        pooled_params(params, 1, "median")
+
+
+def test_mistral_v01s_window_stops_the_cache_at_4096_tokens():
+    mistral = PRESETS["Mistral 7B v0.1"]
+    assert mistral.sliding_window == 4096
+    assert kv_cost(mistral, 8, 32768).total_bytes == 512 * 2**20
+    assert kv_cost(mistral, 8, 32768, window=False).total_bytes == 4 * 2**30
+    short = kv_cost(mistral, 8, 1000), kv_cost(mistral, 8, 1000, window=False)
+    assert short[0].total_bytes == short[1].total_bytes
+
+
 def test_kv_cost_of_the_published_configurations():
     llama70 = PRESETS["Llama 2 70B"]
     assert kv_cost(llama70, 8, 4096).total_bytes == 1.25 * 2**30

@@ -7,6 +7,8 @@ timings and with published model configurations.
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from attnlab._validate import positive_int
 from attnlab.attention import head_counts
 
@@ -76,17 +78,53 @@ def kv_cache_bytes(
     seq_len: int,
     batch_size: int = 1,
     bytes_per_value: int = 2,
+    *,
+    sliding_window: int | None = None,
 ) -> int:
     """Memory of the K/V cache: ``2 (K and V) · layers · Hkv · Dh · T · B · bytes``.
 
-    ``bytes_per_value=2`` is fp16/bf16.
+    ``bytes_per_value=2`` is fp16/bf16. With sliding-window attention (each query sees
+    only the last ``sliding_window`` keys, as in Mistral 7B v0.1 with W = 4096), a
+    rolling buffer keeps only those: the cache holds ``min(T, W)`` tokens per layer and
+    stops growing at W.
+
+    Parameters
+    ----------
+    n_layers, n_kv_heads, d_head, seq_len, batch_size, bytes_per_value : int
+        Layers, Hkv, Dh, T, B and the bytes of one value; each ≥ 1.
+    sliding_window : int, optional
+        W ≥ 1, the number of most recent tokens each query attends to; None (the
+        default) means every token is kept.
+
+    Returns
+    -------
+    int
+        Bytes.
 
     Taught in chapter 04.
     """
     values = [positive_int(v, name) for v, name in (
         (n_layers, "n_layers"), (n_kv_heads, "n_kv_heads"), (d_head, "d_head"),
         (seq_len, "seq_len"), (batch_size, "batch_size"), (bytes_per_value, "bytes_per_value"))]
+    values[3] = _cached_tokens(values[3], sliding_window)
     return 2 * math.prod(values)
+
+
+def _cached_tokens(seq_len: int, sliding_window: int | None = None) -> int:
+    """How many tokens the K/V cache holds after ``seq_len`` tokens: ``min(T, W)``.
+
+    Without a window (None) every token stays; with a sliding window of W tokens a
+    rolling buffer overwrites the oldest, so the cache stops growing at W.
+    """
+    T = positive_int(seq_len, "seq_len")
+    if sliding_window is None:
+        return T
+    if (isinstance(sliding_window, bool) or not isinstance(sliding_window, (int, np.integer))
+            or sliding_window < 1):
+        raise ValueError(
+            "sliding_window は 1 以上の整数（窓のトークン数）か None（窓なし）である必要が"
+            f"あります: sliding_window={sliding_window!r}")
+    return min(T, int(sliding_window))
 
 
 class DecodeCost(NamedTuple):
@@ -104,6 +142,8 @@ def decode_attention_cost(
     seq_len: int,
     batch_size: int = 1,
     bytes_per_value: int = 2,
+    *,
+    sliding_window: int | None = None,
 ) -> DecodeCost:
     """FLOPs and cache reads of attention when one new token is generated.
 
@@ -111,19 +151,73 @@ def decode_attention_cost(
     keys and averages as many cached values: ``2 · 2 · layers · H · Dh · T · B`` FLOPs.
     Every cached key and value is read once: :func:`kv_cache_bytes` of ``seq_len``
     tokens. Sharing K/V heads (``n_kv_heads < n_heads``) shrinks the reads, not the
-    FLOPs; the ratio ``flops / kv_bytes`` is ``2 · H / (Hkv · bytes_per_value)``.
+    FLOPs; the ratio ``flops / kv_bytes`` is ``2 · H / (Hkv · bytes_per_value)``. With
+    a ``sliding_window`` W, T is replaced by ``min(T, W)`` in
+    both.
 
     Taught in chapter 04.
     """
     n_layers = positive_int(n_layers, "n_layers")
     d_head = positive_int(d_head, "d_head")
-    T = positive_int(seq_len, "seq_len")
+    T = _cached_tokens(seq_len, sliding_window)  # the keys one query reads
     B = positive_int(batch_size, "batch_size")
     n_heads, n_kv_heads, _ = head_counts(n_heads * d_head, n_heads, n_kv_heads)
     flops = 2 * 2 * n_layers * n_heads * d_head * T * B  # scores and weighted sum
     kv_bytes = kv_cache_bytes(n_layers, n_kv_heads, d_head, T, batch_size=B,
                               bytes_per_value=bytes_per_value)
     return DecodeCost(flops, kv_bytes)
+
+
+class DecodeReads(NamedTuple):
+    """What :func:`decode_step_reads` returns: bytes read from memory in one step."""
+
+    weights: int  # every parameter once, shared by the whole batch
+    kv_cache: int  # every sequence's own K/V cache
+    total: int  # weights + kv_cache
+
+
+def decode_step_reads(
+    n_params: int,
+    n_layers: int,
+    n_kv_heads: int,
+    d_head: int,
+    seq_len: int,
+    batch_size: int = 1,
+    bytes_per_value: int = 2,
+    *,
+    sliding_window: int | None = None,
+) -> DecodeReads:
+    """Bytes one decoding step reads from memory: the weights plus the K/V cache.
+
+    To generate the next token of ``batch_size`` sequences at once, each weight matrix
+    is read once and applied to the B new tokens together, so the weights cost
+    ``n_params · bytes`` whatever B is. Each sequence has its own cache, so the cache
+    costs :func:`kv_cache_bytes` of B sequences. Fewer K/V heads shrink only the second
+    term; what that saves of the total depends on B and T. Activations and the
+    logits are left out (small next to both at these sizes).
+
+    Parameters
+    ----------
+    n_params : int
+        Parameters of the model (e.g. :func:`llama_param_count`).
+    n_layers, n_kv_heads, d_head, seq_len, batch_size, bytes_per_value : int
+        As for :func:`kv_cache_bytes`; the weights use the same ``bytes_per_value``.
+    sliding_window : int, optional
+        As for :func:`kv_cache_bytes`.
+
+    Returns
+    -------
+    DecodeReads
+        ``weights``, ``kv_cache`` and ``total`` in bytes.
+
+    Taught in chapter 04.
+    """
+    n_params = positive_int(n_params, "n_params")
+    size = positive_int(bytes_per_value, "bytes_per_value")
+    weights = n_params * size
+    cache = kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch_size, size,
+                           sliding_window=sliding_window)
+    return DecodeReads(weights, cache, weights + cache)
 
 
 def llama_param_count(

@@ -228,7 +228,9 @@ def pruning_curve(params: dict, batch: Batch, config: ModelConfig, order=None) -
         As for :func:`evaluate`.
     order : list of (int, int), optional
         Every head (layer, head) once. By default the heads whose removal alone costs
-        least (:func:`ablation_losses`) go first, as in Michel et al. (2019).
+        least (:func:`ablation_losses`) go first, ranked once: the kind of baseline
+        Michel et al. (2019) compare with (they rank by the score drop of each head
+        removed alone, BLEU or accuracy); their own method orders by the importance I_h.
 
     Returns
     -------

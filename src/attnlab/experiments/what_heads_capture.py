@@ -8,9 +8,10 @@ the trained parameters on one fixed evaluation batch.
 Heads are found by measurement, not by eye: the two scores of :mod:`attnlab.head_roles`
 (the induction score is Olsson et al.'s prefix matching), :func:`copying_score` (their
 second property: the head raises the logit of the token it attends to), and
-interventions (:func:`head_scores` with heads switched off). :func:`head_importance`
-is Michel et al.'s gradient-based importance; :func:`greedy_pruning_curve` re-measures
-after every head it switches off.
+interventions (:func:`head_scores` with heads switched off, :func:`one_side_induction`
+with them taken out of layer 1's keys or queries alone). :func:`head_importance` is
+Michel et al.'s gradient-based importance and :func:`importance_pruning_curve` prunes in
+its order; :func:`greedy_pruning_curve` re-measures after every head it switches off.
 """
 
 import functools
@@ -18,10 +19,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab.attention import mean_pool_kv
+from attnlab.attention import (
+    causal_mask,
+    mean_pool_kv,
+    multi_head_attention,
+    softmax,
+    split_heads,
+)
 from attnlab.costs import kv_cache_bytes
 from attnlab.head_roles import induction_mask, induction_score, previous_token_score
-from attnlab.model import ModelConfig, forward, layer_keys, layer_weights, loss_and_grads
+from attnlab.model import (
+    ModelConfig,
+    forward,
+    init_params,
+    layer_keys,
+    layer_weights,
+    loss_and_grads,
+)
 from attnlab.parallel import on_cores
 from attnlab.tasks import Batch, RepeatedSequence
 from attnlab.training import PruningCurve, evaluate, pruning_curve, train
@@ -31,7 +45,7 @@ CONFIG = ModelConfig(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=3
 #: Repeated random segments; the period P of each row is drawn from 4 … T/2 = 16.
 TASK = RepeatedSequence(vocab_size=32)
 #: The seeds the chapter trains; every claim is checked on each.
-SEEDS = (0, 1)
+SEEDS = (0, 1, 2, 3, 4, 5)
 #: Training steps of every run (batch 64, T = 32, Adam with lr 1e-2).
 STEPS = 200
 #: Parameters are recorded every this many steps, for the emergence curves.
@@ -143,6 +157,62 @@ def _scores(attn: list, tokens: np.ndarray) -> HeadScores:
                       for a in attn])  # (L, H)
     induction = np.stack([induction_score(a, tokens) for a in attn])  # (L, H)
     return HeadScores(previous, early, induction)
+
+
+def one_side_induction(params: dict, heads, side: str,
+                       batch: Batch | None = None) -> np.ndarray:
+    """Layer 1's induction scores with layer-0 ``heads`` removed from one side only.
+
+    Layer 1 reads the residual stream ``x1 = x0 + (layer 0's output)`` three times:
+    its queries ``x1 W_Q``, keys ``x1 W_K`` and values ``x1 W_V``. Here the output of
+    ``heads`` (layer 0) is taken out of one of them alone: with ``side="key"`` the keys
+    are computed from the residual stream without those heads and the queries from the
+    full one; ``side="query"`` is the mirror. The weights depend on queries and keys
+    only, so the values (left intact) do not enter the score. If the induction score
+    falls when the heads leave the keys alone, layer 1 finds its targets through what
+    those heads wrote into the keys: K-composition (Elhage et al., 2021).
+
+    Parameters
+    ----------
+    params : dict
+        Parameters of a model with :data:`CONFIG`.
+    heads : iterable of (int, int)
+        Heads of layer 0, ``(0, head)``; an empty list removes nothing.
+    side : {"key", "query"}
+        Which input of layer 1 loses the heads' output.
+    batch : Batch, optional
+        Default :func:`eval_batch`.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (H,): the induction score of each head of layer 1.
+
+    Taught in chapter 04.
+    """
+    if side not in ("key", "query"):
+        raise ValueError(f"side は \"key\" か \"query\" です: side={side!r}")
+    heads = [tuple(int(i) for i in pair) for pair in heads]
+    if any(layer != 0 for layer, _ in heads):
+        raise ValueError(f"heads は層 0 のヘッド (0, ヘッド) だけです: heads={heads}")
+    batch = eval_batch() if batch is None else batch
+    tokens = batch.tokens  # (B, T)
+    T, H, Dh = tokens.shape[1], CONFIG.n_heads, CONFIG.d_head
+    x0 = params["embed"][tokens] + params["pos"][:T]  # (B, T, D)
+    w0 = layer_weights(params, 0)
+    keep = np.ones(H)
+    keep[[head for _, head in heads]] = 0.0  # (H,): 0 for the heads removed
+    rows = np.repeat(keep, Dh)[:, None]  # (H*Dh, 1): W_O's rows of each head
+    full = x0 + multi_head_attention(x0, w0, H, mask=causal_mask(T))[0]  # (B, T, D)
+    cut = x0 + multi_head_attention(x0, w0._replace(w_o=w0.w_o * rows), H,
+                                    mask=causal_mask(T))[0]  # (B, T, D)
+    x_q, x_k = (full, cut) if side == "key" else (cut, full)
+    w1 = layer_weights(params, 1)
+    q = split_heads(x_q @ w1.w_q, H)  # (B, H, T, Dh)
+    k = split_heads(x_k @ w1.w_k, H)  # (B, H, T, Dh)
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(Dh)  # (B, H, T, T)
+    weights = softmax(np.where(causal_mask(T), scores, -np.inf), axis=-1)  # (B, H, T, T)
+    return induction_score(weights, tokens)  # (H,)
 
 
 class Emergence(NamedTuple):
@@ -261,12 +331,12 @@ def head_importance(params: dict, batch: Batch | None = None, *,
     np.ndarray
         Shape (n_layers, H).
 
-    Chapter 04 describes the score and uses its first-order estimate
-    (:func:`mask_gradients`); on the chapter's nearly perfect model the per-sequence
-    slopes are tiny and their ranking changes with the last bits of training (it differs
-    between CPU levels), so the chapter does not rank heads by it.
+    On the chapter's nearly perfect model the per-sequence slopes are tiny, so heads
+    whose scores are close can swap places with the last bits of training (it can
+    differ between CPU levels): the chapter reads the curve it gives
+    (:func:`importance_pruning_curve`) only coarsely.
 
-    Not taught: described in chapter 04, which does not rank heads by it.
+    Taught in chapter 04.
     """
     batch = eval_batch() if batch is None else batch
     rows = range(batch.tokens.shape[0])
@@ -276,6 +346,25 @@ def head_importance(params: dict, batch: Batch | None = None, *,
     if normalize:
         importance = importance / np.linalg.norm(importance, axis=1, keepdims=True)
     return importance
+
+
+def importance_pruning_curve(params: dict, batch: Batch | None = None) -> PruningCurve:
+    """Prune in Michel et al.'s order: the lowest importance I (:func:`head_importance`,
+    normalised per layer) first, ranked once.
+
+    Returns
+    -------
+    PruningCurve
+        ``order``, and ``loss``, ``accuracy`` with the first k heads of ``order`` off.
+
+    Taught in chapter 04.
+    """
+    batch = eval_batch() if batch is None else batch
+    importance = head_importance(params, batch)  # (L, H)
+    every = [(layer, head) for layer in range(CONFIG.n_layers)
+             for head in range(CONFIG.n_heads)]
+    order = [every[i] for i in np.argsort(importance, axis=None, kind="stable")]
+    return pruning_curve(params, batch, CONFIG, order=order)
 
 
 def greedy_pruning_curve(params: dict, batch: Batch | None = None) -> PruningCurve:
@@ -314,6 +403,8 @@ class SeedStudy(NamedTuple):
     emergence: Emergence  # emergence(seed)
     once: PruningCurve  # pruning_curve(run.params, eval_batch(), CONFIG)
     greedy: PruningCurve  # greedy_pruning_curve(run.params)
+    importance: PruningCurve  # importance_pruning_curve(run.params)
+    uptrained: dict  # (n_kv_heads, how) -> uptrained(seed, n_kv_heads, how)
 
 
 def seed_studies(seeds, *, workers: int | None = None) -> dict[int, SeedStudy]:
@@ -321,10 +412,12 @@ def seed_studies(seeds, *, workers: int | None = None) -> dict[int, SeedStudy]:
 
     For each seed: :func:`trained_model`, :func:`emergence`, the pruning curve in the
     order of the heads' losses alone (:func:`attnlab.training.pruning_curve` on
-    :func:`eval_batch`) and :func:`greedy_pruning_curve`. Each seed is one call of
+    :func:`eval_batch`), :func:`greedy_pruning_curve`,
+    :func:`importance_pruning_curve` and :func:`uptrained` for ``n_kv_heads`` 2 and 1
+    and every way in :data:`POOLINGS` (put in this process's cache). Each seed is one call of
     :func:`attnlab.parallel.on_cores` that trains it (unless trained already) and
     measures it at once, so the seeds share the CPU cores with one start of the
-    processes; the results are the same, bit for bit, as the four functions called one
+    processes; the results are the same, bit for bit, as those functions called one
     after the other (with one core, that is what runs). ``workers`` as for
     :func:`~attnlab.parallel.on_cores` (default: as many as the cores and the seeds).
     It teaches nothing of its own: it runs those functions side by side, for speed.
@@ -337,6 +430,8 @@ def seed_studies(seeds, *, workers: int | None = None) -> dict[int, SeedStudy]:
                        workers=workers)
     for seed, study in zip(todo, studies, strict=True):
         _TRAINED.setdefault(seed, study.run)
+        for (n_kv, how), result in study.uptrained.items():
+            _UPTRAINED.setdefault((seed, n_kv, how), result)
     done = dict(zip(todo, studies, strict=True))
     return {seed: done[seed] for seed in seeds}
 
@@ -348,40 +443,70 @@ def _study_seed(seed: int, run: TrainedModel | None) -> SeedStudy:
     run = _train_seed(seed) if run is None else run
     _TRAINED.setdefault(seed, run)
     batch = eval_batch()
+    pooled = {(n_kv, how): uptrained(seed, n_kv, how)
+              for n_kv in (2, 1) for how in POOLINGS}
     return SeedStudy(run, emergence(seed), pruning_curve(run.params, batch, CONFIG),
-                     greedy_pruning_curve(run.params, batch))
+                     greedy_pruning_curve(run.params, batch),
+                     importance_pruning_curve(run.params, batch), pooled)
 
 
-def pooled_params(params: dict, n_kv_heads: int) -> tuple[ModelConfig, dict]:
+#: How :func:`pooled_params` makes a group's K/V head: Ainslie et al.'s mean and the two
+#: controls they compare it with (their Figure 4).
+POOLINGS = ("mean", "first", "random")
+
+
+def pooled_params(params: dict, n_kv_heads: int, how: str = "mean") -> tuple[ModelConfig, dict]:
     """Convert every layer to ``n_kv_heads`` K/V heads by mean-pooling (Ainslie et al.).
 
     Returns the config with ``n_kv_heads`` and the new parameters (a copy: W_Q, W_O,
     the embeddings and the unembedding unchanged; W_K and W_V pooled per group by
-    :func:`attnlab.mean_pool_kv`).
+    :func:`attnlab.mean_pool_kv`). ``how`` selects the K/V head of each group as
+    Ainslie et al.'s controls do: ``"mean"`` (their method), ``"first"`` (the first
+    head of the group, the others dropped) or ``"random"`` (W_K and W_V drawn afresh
+    as :func:`attnlab.model.init_params` draws them, rng 0; nothing of them kept).
 
     Taught in chapter 04.
     """
+    if how not in POOLINGS:
+        raise ValueError(f"how は {POOLINGS} のどれかです: how={how!r}")
     config = ModelConfig(**{**CONFIG.__dict__, "n_kv_heads": int(n_kv_heads)})
     pooled = dict(params)
+    fresh = init_params(config, np.random.default_rng(0))  # for how="random"
+    group, Dh = CONFIG.n_heads // config.n_kv_heads, CONFIG.d_head
     for layer in range(CONFIG.n_layers):
         weights = mean_pool_kv(layer_weights(params, layer), CONFIG.n_heads, n_kv_heads)
+        if how == "first":
+            old = layer_weights(params, layer)
+            first = [j * group * Dh + i for j in range(config.n_kv_heads) for i in range(Dh)]
+            weights = weights._replace(w_k=old.w_k[:, first], w_v=old.w_v[:, first])
+        elif how == "random":
+            new = layer_weights(fresh, layer)
+            weights = weights._replace(w_k=new.w_k, w_v=new.w_v)
         pooled.update(zip(layer_keys(layer), weights, strict=True))
     return config, pooled
 
 
-@functools.cache
-def uptrained(seed: int, n_kv_heads: int) -> tuple[ModelConfig, dict]:
+#: The uptrained models so far, by (seed, n_kv_heads, how) (:func:`uptrained`).
+_UPTRAINED: dict[tuple[int, int, str], tuple[ModelConfig, dict]] = {}
+
+
+def uptrained(seed: int, n_kv_heads: int, how: str = "mean") -> tuple[ModelConfig, dict]:
     """Pool the trained model of ``seed`` to ``n_kv_heads``, then train it briefly.
 
-    :data:`UPTRAIN_STEPS` steps of Adam from the pooled parameters on new batches
-    (rng ``[seed, 1]``). Cached; returns (config, params).
+    :func:`pooled_params` with ``how``, then :data:`UPTRAIN_STEPS` steps of Adam from
+    the pooled parameters on new batches (rng ``[seed, 1]``, the same for every
+    ``how``). Cached (:func:`seed_studies` fills the cache for every seed it runs);
+    returns (config, params).
 
     Taught in chapter 04.
     """
-    config, pooled = pooled_params(trained_model(seed).params, n_kv_heads)
-    result = train(config, TASK, steps=UPTRAIN_STEPS, rng=np.random.default_rng([seed, 1]),
-                   init_params=pooled)
-    return config, result.params
+    key = (int(seed), int(n_kv_heads), how)
+    if key not in _UPTRAINED:
+        config, pooled = pooled_params(trained_model(seed).params, n_kv_heads, how)
+        result = train(config, TASK, steps=UPTRAIN_STEPS,
+                       rng=np.random.default_rng([seed, 1]), init_params=pooled)
+        _UPTRAINED[key] = config, result.params
+    return _UPTRAINED[key]
 
 
 @functools.lru_cache(maxsize=1)
@@ -429,15 +554,18 @@ class Preset(NamedTuple):
     n_heads: int
     n_kv_heads: int  # as published
     d_head: int
+    sliding_window: int | None = None  # keys a query sees (rolling-buffer cache); None: all
+    context_len: int | None = None  # the context length the model was trained for
 
 
 #: Layers / query heads / K/V heads / head width of real models and of the book's toy.
 PRESETS = {
-    "Llama 2 7B": Preset(32, 32, 32, 128),
-    "Llama 2 70B": Preset(80, 64, 8, 128),
-    "Llama 3 8B": Preset(32, 32, 8, 128),
-    "Mistral 7B": Preset(32, 32, 8, 128),
-    "本書のモデル": Preset(CONFIG.n_layers, CONFIG.n_heads, CONFIG.n_kv_heads, CONFIG.d_head),
+    "Llama 2 7B": Preset(32, 32, 32, 128, context_len=4096),
+    "Llama 2 70B": Preset(80, 64, 8, 128, context_len=4096),
+    "Llama 3 8B": Preset(32, 32, 8, 128, context_len=8192),
+    "Mistral 7B v0.1": Preset(32, 32, 8, 128, sliding_window=4096, context_len=8192),
+    "本書のモデル": Preset(CONFIG.n_layers, CONFIG.n_heads, CONFIG.n_kv_heads, CONFIG.d_head,
+                        context_len=CONFIG.max_len),
 }
 #: The chapter's KV-cache example: the context length of its table, and the published
 #: GQA model whose cache it works out.
@@ -461,11 +589,13 @@ def kv_divisors(n_heads: int) -> list[int]:
     return [d for d in range(n_heads, 0, -1) if n_heads % d == 0]
 
 
-def kv_cost(preset: Preset, n_kv_heads: int, seq_len: int, bytes_per_value: int = 2) -> KVCost:
+def kv_cost(preset: Preset, n_kv_heads: int, seq_len: int, bytes_per_value: int = 2, *,
+            window: bool = True) -> KVCost:
     """K/V projection parameters and KV-cache bytes of a configuration with ``n_kv_heads``.
 
     d_model = H · Dh; the W_K and W_V of a layer are each (d_model, Hkv · Dh). The cache
-    sizes come from :func:`attnlab.costs.kv_cache_bytes` (fp16 by default).
+    sizes come from :func:`attnlab.costs.kv_cache_bytes` (fp16 by default), with the
+    preset's sliding window (a rolling buffer of W tokens) unless ``window=False``.
 
     Taught in chapter 04.
     """
@@ -477,7 +607,8 @@ def kv_cost(preset: Preset, n_kv_heads: int, seq_len: int, bytes_per_value: int 
     per_token = kv_cache_bytes(preset.n_layers, n_kv_heads, preset.d_head, 1,
                                bytes_per_value=bytes_per_value)
     total = kv_cache_bytes(preset.n_layers, n_kv_heads, preset.d_head, seq_len,
-                           bytes_per_value=bytes_per_value)
+                           bytes_per_value=bytes_per_value,
+                           sliding_window=preset.sliding_window if window else None)
     return KVCost(kv_params, per_token, total)
 
 

@@ -180,15 +180,25 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
 
         cost = kv_cost(config, n_kv, seq_len)
         kind = "MHA" if n_kv == config.n_heads else "MQA" if n_kv == 1 else "GQA"
+        if config.sliding_window is None:
+            window = "窓なし：すべてのトークンのキーとバリューを保持"
+        else:
+            unwindowed = kv_cost(config, n_kv, seq_len, window=False).total_bytes
+            window = (f"スライディングウィンドウ {config.sliding_window}：保持は最新 "
+                      f"{min(seq_len, config.sliding_window)} トークン"
+                      f"（窓なしなら {format_bytes(unwindowed)}）")
         texts = [
-            f"選択：「{kv}」→ h_kv = {n_kv}（{kind}）",
+            f"選択：「{kv}」→ h_kv = {n_kv}（{kind}）、1 つの K/V ヘッドを"
+            f"{config.n_heads // n_kv} 個のクエリヘッドが共有",
             f"層 {config.n_layers}、クエリヘッド h = {config.n_heads}、"
             f"d_k = {config.d_head}",
-            f"1 つの K/V ヘッドを共有するクエリヘッド：{config.n_heads // n_kv} 個",
             f"W_K と W_V のパラメータ（全層）：{cost.kv_params:,}",
-            f"KV キャッシュ / トークン：{format_bytes(cost.bytes_per_token)}",
-            f"MHA に比べて：1/{config.n_heads // n_kv}",
+            f"KV キャッシュ / トークン：{format_bytes(cost.bytes_per_token)}"
+            f"（MHA の 1/{config.n_heads // n_kv}）",
+            window,
         ]
+        if config.context_len is not None and seq_len > config.context_len:
+            texts.append(f"※ 学習時の文脈長 {config.context_len} を超える、仮定の長さです")
         facts.set_text("\n".join(texts))
         total.set_text(f"KV キャッシュ合計（{seq_len} トークン）：{format_bytes(cost.total_bytes)}")
         return changing

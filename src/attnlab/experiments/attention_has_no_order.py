@@ -23,7 +23,14 @@ import numpy as np
 
 from attnlab._validate import generator, positive_int
 from attnlab.attention import MHAWeights, causal_mask, multi_head_attention
-from attnlab.model import ModelConfig, check_config, forward, layer_keys, layer_weights
+from attnlab.model import (
+    ModelConfig,
+    _one_blas_thread,
+    check_config,
+    forward,
+    layer_keys,
+    layer_weights,
+)
 from attnlab.tasks import PreviousToken
 from attnlab.training import evaluate, train
 
@@ -359,6 +366,7 @@ def residual_stream(params: dict, tokens: np.ndarray, config: ModelConfig,
     return x
 
 
+@_one_blas_thread  # small products: a second BLAS thread only waits
 def position_probe(params: dict, config: ModelConfig, rng: np.random.Generator,
                    n_rows: int = 400) -> np.ndarray:
     """How much of the position a linear map reads from the residual stream, layer by layer.
@@ -471,6 +479,7 @@ def _one_head_kept(params: dict, config: ModelConfig, head: int) -> dict:
     return params
 
 
+@_one_blas_thread  # small products: a second BLAS thread only waits
 def first_layer_heads(params: dict, config: ModelConfig, rng: np.random.Generator,
                       n_rows: int = 512) -> FirstLayerHeads:
     """How sharply each first-layer head attends, and how much position it writes alone.

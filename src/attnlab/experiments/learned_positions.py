@@ -12,7 +12,14 @@ import numpy as np
 from attnlab._validate import choice, generator, positive_float, positive_int
 from attnlab.attention import split_heads
 from attnlab.experiments.sinusoidal_encoding import score_terms
-from attnlab.model import ModelConfig, check_config, forward, init_params, layer_weights
+from attnlab.model import (
+    ModelConfig,
+    _one_blas_thread,
+    check_config,
+    forward,
+    init_params,
+    layer_weights,
+)
 from attnlab.tasks import PreviousToken
 from attnlab.training import TrainResult, train
 
@@ -322,6 +329,7 @@ def attention_on_previous_row(params: dict, config: ModelConfig, seq_len: int,
 SCORE_TERMS = ("token–token", "token–position", "position–token", "position–position")
 
 
+@_one_blas_thread  # small products: a second BLAS thread only waits
 def score_terms_by_offset(params: dict, config: ModelConfig, rng: np.random.Generator,
                           n_rows: int = 256, max_offset: int = 3,
                           seq_len: int = TRAIN_LEN) -> np.ndarray:

@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
-        test-browser-built test-lab notebooks colab-cell typography budgets lab grade publish \
+        test-browser-built test-lab test-parity notebooks colab-cell typography budgets lab grade publish \
         clean distclean
 
 help:
@@ -19,6 +19,7 @@ help:
 	@echo "make test-portable  全ノートブックを AVX2・AVX・AVX なしの CPU のレベルで照合し直す"
 	@echo "make test-browser  本をビルドし、全ページを headless Chromium で開いて確かめる"
 	@echo "make budgets    各章の Run All と make test の各段階の時間を表示する（テストではない）"
+	@echo "make test-parity  numpy のコードを PyTorch と transformers に照らす（専用の .venv-parity）"
 	@echo "make test-lab   JupyterLab でライブ図を実行し、headless Chromium で操作して図が動くか確かめる"
 	@echo "make grade SUBMISSIONS=フォルダー  提出されたノートブックを自己チェックで採点し、grades/ に表を書く"
 	@echo "make publish    厳格なビルドのあと、本を origin の gh-pages ブランチに公開する（REMOTE=名前 で別のリモート）"
@@ -117,6 +118,18 @@ test-browser: build $(BROWSER_DEPS)
 test-browser-built: $(BROWSER_DEPS)
 	$(BIN)/python -m tests.e2e.browser_test _build/html
 
+# The numpy code against PyTorch and transformers (tests/parity), in an environment of its own:
+# the reader's environment and make test need neither (torch alone is over 1 GB).
+PARITY := .venv-parity
+$(PARITY)/.installed: requirements-parity.txt requirements.txt pyproject.toml
+	test -x $(PARITY)/bin/python || $(PYTHON) -m venv $(PARITY)
+	$(PARITY)/bin/python -m pip install --quiet --upgrade pip
+	$(PARITY)/bin/python -m pip install --quiet -r requirements-parity.txt
+	touch $@
+
+test-parity: $(PARITY)/.installed
+	$(PARITY)/bin/python -m pytest -q tests/parity
+
 # The live figures with a kernel: JupyterLab (temporary settings, a copy of notebooks/) in
 # headless Chromium; every control of every widget-tagged cell moved, the picture must change.
 # Screenshots go to screenshots/lab/.
@@ -158,4 +171,4 @@ clean:
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) tests/browser/node_modules
+	rm -rf $(VENV) $(PARITY) tests/browser/node_modules

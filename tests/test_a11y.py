@@ -1,4 +1,5 @@
-"""Accessibility rules: every figure described, numbered and named (issue 19).
+"""Accessibility rules: every figure described, numbered and named, so that a reader of
+the book through a screen reader meets each figure and can find it again.
 
 - each chapter's figure cells carry a Japanese alt text, a caption and a name in their
   metadata (``mystnb.image.alt``, ``mystnb.figure.caption``, ``mystnb.figure.name``);

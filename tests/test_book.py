@@ -76,7 +76,8 @@ def test_execute_as_a_reader_runs_without_the_book_outputs(tmp_path, monkeypatch
 
 def test_execute_talks_to_the_kernel_without_the_tcp_warning(tmp_path, capfd):
     """The kernel inherits this process's stderr: over TCP it warns "Kernel is running over
-    TCP without encryption" there, into every log of make test (issue 31 item 5)."""
+    TCP without encryption" there, into every log of make test, where it hides the
+    messages that matter."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
     execute_notebook(nb, tmp_path)
     assert nb.cells[0].outputs[0].text.strip() == "42"

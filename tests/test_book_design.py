@@ -1,6 +1,6 @@
-"""The book's design checks and fixes (issue 36) that run without a browser: caption
-numbers, the text size a figure's PNG records, the list of known findings, the 講師向け
-tables' units."""
+"""The book's design checks and fixes (a designer's read of the built pages) that run
+without a browser: caption numbers, the text size a figure's PNG records, the list of
+known findings, the 講師向け tables' units."""
 
 import matplotlib
 

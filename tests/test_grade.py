@@ -121,12 +121,14 @@ def _by_file(outcomes):
     return {o.file: o for o in outcomes}
 
 
+@pytest.mark.slow
 def test_chapter01_has_one_graded_exercise():
     chapters = {c.number: c for c in grade.read_chapters()}
     assert chapters["01"].tasks == (grade.Task(LABEL, "check_attention", "my_attention"),)
 
 
 @pytest.mark.parametrize("name", sorted(SUBMISSIONS))
+@pytest.mark.slow
 def test_each_submission_gets_its_verdict(graded, name):
     _, _, outcomes, _ = graded
     outcome = _by_file(outcomes)[name]
@@ -243,6 +245,7 @@ def test_check_results_are_data():
     assert "不正解" in record
 
 
+@pytest.mark.slow
 def test_cli_writes_the_tables(tmp_path, capsys):
     submissions = tmp_path / "submissions"
     submissions.mkdir()

@@ -22,6 +22,7 @@ def figure(request):
     return WIDGETS[request.param]()
 
 
+@pytest.mark.slow
 def test_every_registered_figure_describes_itself(figure):
     description = figure.describe()
     assert description["figure"] == figure.name and description["title"] == figure.title
@@ -273,6 +274,7 @@ def test_every_live_figure_of_the_book_is_found_in_the_committed_outputs():
     assert sorted(d["figure"] for d in found) == NAMES  # each once, none left out
 
 
+@pytest.mark.slow
 def test_states_drawn_before_the_build_are_the_builds_bytes(tmp_path, monkeypatch, small):
     """draw_live_states (a process pool) writes each state's pictures where the build
     looks for them, byte for byte what the build itself draws; the build then draws none."""

@@ -96,6 +96,7 @@ def _env() -> dict:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.slow
 def test_each_case_passes_or_fails_as_its_student_edition_would(results, name):
     *_, passes = CASES[name]
     outcome, why = results[f"{name}::student-edition"]

@@ -218,6 +218,7 @@ def test_probe_script_prints_the_same_report():
     assert json.loads(done.stdout)["dispatch"] == probe()["dispatch"]
 
 
+@pytest.mark.slow
 def test_every_level_that_runs_here_takes_effect():
     native = run_probe(native_env())
     ran = 0
@@ -236,6 +237,7 @@ SETUP = ("import hashlib\nimport numpy as np\nrng = np.random.default_rng(0)\n"
          "a = rng.standard_normal((128, 128), dtype=np.float32)\nc = a @ a  # (128, 128)")
 
 
+@pytest.mark.slow
 def test_target_fails_on_a_printed_float_that_depends_on_the_simd_level(tmp_path, capfd,
                                                                        monkeypatch):
     """A float32 matrix product differs in its last bits between OpenBLAS's kernels."""

@@ -92,7 +92,8 @@ def test_the_run_fails_when_a_check_does_not_say_not_implemented(tmp_path):
 
 
 def test_the_run_fails_when_a_check_shows_a_bare_true_or_false(tmp_path):
-    """A check shows its verdict's line only (issue 33): a value under it is a problem."""
+    """A check shows its verdict's line only: a value printed under it (a bare True or
+    False) is a leftover the learner cannot read, so it is a problem."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "def check_f(func):\n    print('【未実装】f はまだ実装されていません。')\n"
         "    return False\n\n\n"

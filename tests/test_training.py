@@ -2,7 +2,8 @@
 
 Each test trains once (3–9 s on the 2-core CI machine) and checks the trained model on
 a fresh batch from another seed. The thresholds and their reasons are in the docstrings;
-the closing note of issue 4 lists the values measured over four seeds.
+each threshold was set below the values measured over four seeds, so that it holds on
+every seed rather than just passing on one.
 """
 
 import numpy as np
@@ -12,6 +13,8 @@ from attnlab.head_roles import induction_score, previous_token_score
 from attnlab.model import ModelConfig, forward
 from attnlab.tasks import PreviousToken, RepeatedSequence, TwoPositions
 from attnlab.training import evaluate, train
+
+pytestmark = pytest.mark.slow  # every test trains a model (3–9 s)
 
 CHAPTER = dict(vocab_size=32, d_model=64, n_heads=4, max_len=32)
 

@@ -1,7 +1,8 @@
-"""Japanese typography of every page a reader sees (issue 34): no line break inside a
-Japanese paragraph (browsers draw it as a space: 「その 直後の」), no space between two
-Japanese characters or next to Japanese punctuation, one space between Japanese letters
-and Latin letters, digits, inline code or math. ``make typography`` fixes the sources."""
+"""Japanese typography of every page a reader sees (a stray space shows in the book,
+JupyterLab and Colab alike): no line break inside a Japanese paragraph (browsers draw it
+as a space: 「その 直後の」), no space between two Japanese characters or next to Japanese
+punctuation, one space between Japanese letters and Latin letters, digits, inline code
+or math. ``make typography`` fixes the sources."""
 
 import re
 

@@ -89,6 +89,7 @@ class _Pass:
         return self.pictures[key]
 
 
+@pytest.mark.slow
 def test_every_state_tried_draws_and_matches_the_pure_render(figure):
     check = _Pass(figure)
     with warnings.catch_warnings():

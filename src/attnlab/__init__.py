@@ -24,11 +24,14 @@ importing any numerics module loads neither matplotlib nor ipywidgets):
   ``costs`` (parameters, FLOPs, KV cache), ``tasks`` (toy tasks and their batches),
   ``model`` (a small attention-only transformer with its backward pass), ``training``
   (Adam, ``train``, ``evaluate``, ablation, pruning), ``fast_training`` (the same
-  training step arranged for speed, which ``train`` runs; not taught), ``head_roles``
-  (scores that name what a head does) and ``experiments`` (one module per chapter's
-  numeric experiment);
-- presentation: ``plotting`` (font, palette, figure helpers), ``widgets`` (live
-  figures, one module per figure) and ``checks`` (self-checks, one module per topic).
+  training step arranged for speed, which ``train`` runs by default; ``step="readable"``
+  runs ``model``'s; not taught), ``head_roles`` (scores that name what a head does),
+  ``parallel`` (independent runs on the CPU cores, and the model's one BLAS thread) and
+  ``experiments`` (one module per chapter's numeric experiment);
+- presentation: ``plotting`` (font, palette, figure helpers), ``tables`` (result
+  tables), ``widgets`` (live figures, one module per chapter, shared parts in ``core``),
+  ``checks`` (self-checks, one module per chapter, shared parts in ``core``) and
+  ``live_book`` (the live figures' every state, drawn for the published book).
 
 The last line of every public function's docstring names the chapter that teaches it
 (``Taught in chapter 03.``), or says ``Not taught:`` for machinery no chapter calls; a

@@ -223,26 +223,6 @@ def model_batch(batch, config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tokens, targets, loss_mask
 
 
-def heads_kept(ablate, config) -> dict[int, np.ndarray]:
-    """``ablate`` (pairs (layer, head) to switch off) as a keep-vector (H,) of 0 and 1 per
-    affected layer of the model of ``config``."""
-    keep = {}
-    for pair in ablate or ():
-        try:
-            layer, head = (int(i) for i in pair)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"ablate の要素は (層, ヘッド) の組である必要があります: {pair!r}"
-            ) from None
-        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
-            raise ValueError(
-                f"ablate の (層, ヘッド)=({layer}, {head}) はモデルにありません: 層は 0 〜 "
-                f"{config.n_layers - 1}、ヘッドは 0 〜 {config.n_heads - 1} です"
-            )
-        keep.setdefault(layer, np.ones(config.n_heads, dtype=config.dtype))[head] = 0.0
-    return keep
-
-
 def _preview(a: np.ndarray, n: int = 6) -> str:
     """A short text of the first values of ``a`` for an error message."""
     flat = np.ravel(a)

@@ -18,7 +18,7 @@ from attnlab._validate import (
     positive_int,
     rope_head,
 )
-from attnlab.positional import RoPE
+from attnlab.positional import RoPE, RoPETables
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -450,7 +450,7 @@ def attention_pass(
     *,
     mask=None,
     bias=None,
-    rope: RoPE | None = None,
+    rope: RoPE | RoPETables | None = None,
     positions=None,
     keep: np.ndarray | None = None,
 ) -> AttentionPass:
@@ -458,14 +458,17 @@ def attention_pass(
 
     :func:`multi_head_attention` checks its arguments and calls this; so does the toy
     model (:mod:`attnlab.model`), which also switches heads off (``keep``, (H,) of 0 and
-    1) and reads the arrays kept here in its backward pass.
+    1), passes RoPE as :class:`attnlab.positional.RoPETables` (cos and sin made once for
+    all its blocks) and reads the arrays kept here in its backward pass.
 
     Query head ``j·G + g`` reads K/V head ``j``: q gets a group axis of G query heads,
-    K and V a group axis of 1, and the matrix products broadcast over it.
+    K and V a group axis of 1, and the matrix products broadcast over it (the group axis
+    is chapter 04's grouped-query attention; with G = 1 it is plain multi-head attention).
 
-    No chapter calls it directly: chapters call :func:`multi_head_attention`.
+    Chapters call :func:`multi_head_attention` (chapter 03), which runs this; the book page
+    「model.py を読む」 (``book/model_walkthrough.md``) reads it line by line.
 
-    Not taught: what :func:`multi_head_attention` and the toy model run.
+    Not taught: no chapter imports it; the book page 「model.py を読む」 reads it.
     """
     w_q, w_k, w_v, w_o = weights
     n_heads, n_kv_heads, d_head = heads

@@ -1,13 +1,14 @@
 """Not taught: a faster training step for the toy transformer of :mod:`attnlab.model`.
 
 To read the model, read :mod:`attnlab.model`. :func:`attnlab.training.train` calls
-:func:`loss_grads_accuracy` here, which returns what
+:func:`loss_grads_accuracy` here (``step="fast"``, its default), which returns what
 :func:`attnlab.model.loss_grads_accuracy` returns (the loss, the gradients and the
 accuracy of one batch) from the same equations, arranged for speed;
-``tests/test_engine_speed.py`` checks that the two agree (float64 to rtol 1e-9) for
-every position scheme, causal or not, GQA and MQA, float32 and float64, and the
-chapters' model sizes. ``forward``, evaluation and the chapters' own computations use
-the readable model only.
+``tests/test_fast_training.py`` checks that the two agree (float64 to rtol 1e-9) for
+1, 2 and 3 layers with every field of ``ModelConfig`` set away from its default, every
+position scheme, causal or not, GQA and MQA, float32 and float64, and the chapters'
+model sizes; ``train(..., step="readable")`` trains through :mod:`attnlab.model`.
+``forward``, evaluation and the chapters' own computations use the readable model only.
 
 On the chapters' training runs a step takes 0.6–0.7 of the readable model's time
 (``benchmarks/train_speed.py``). What pays for that, measured one part at a time
@@ -42,17 +43,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab._validate import heads_kept, model_batch, model_params
+from attnlab._validate import model_batch, model_params
 from attnlab.attention import MHAWeights, causal_mask
 from attnlab.model import (
     ModelConfig,
     _cross_entropy,
-    _one_blas_thread,
+    _heads_kept,
     check_config,
     layer_keys,
     layer_weights,
     param_shapes,
 )
+from attnlab.parallel import _one_blas_thread
 from attnlab.positional import RoPE, alibi_bias, lookup_positions, sinusoidal_encoding
 
 _ALLOCATOR_SET = False
@@ -391,7 +393,7 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
 def _forward(params, tokens, config, ablate, chosen):
     """The rows ``chosen`` (N,) of the residual stream after the last block (N, D) and
     the trace of the forward pass, for training; arguments already checked."""
-    keep = heads_kept(ablate, config)
+    keep = _heads_kept(ablate, config)
     x, inputs = _embed(params, tokens, config)  # (B, T, D)
     return _layers(params, x, config, keep, inputs, chosen)
 
@@ -464,9 +466,9 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
             d_y[chosen] = d_y_chosen
     if keep is not None:
         d_concat.reshape(B * T, H, Dh)[...] *= keep[:, None]  # an off head passes nothing
-    d_out = _heads(d_concat, B, T, Hkv, G)  # dO (B, Hkv, G, T, Dh), a view
+    d_heads_out = _heads(d_concat, B, T, Hkv, G)  # dO (B, Hkv, G, T, Dh), a view
     # O = A v
-    d_attn = d_out @ block.v_t  # dA (B, Hkv, G, T, T)
+    d_attn = d_heads_out @ block.v_t  # dA (B, Hkv, G, T, T)
     # A = softmax(S), row by row: dS = A ⊙ (dA − Σ_j A·dA); hidden keys have A = 0.
     # Σ_j A_ij·dA_ij = Σ_j A_ij (dO_i·v_j) = dO_i·O_i: one product per query over Dh,
     # not over all T keys (the trick FlashAttention uses). Summed over Dh by a product
@@ -481,15 +483,15 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     np.matmul(d_attn, block.k, out=_heads(d_q, B, T, Hkv, G))
     if G == 1:  # one query head per K/V head: (B, H, T, ·) throughout
         d_s_t, queries = d_attn[:, :, 0].swapaxes(-1, -2), block.q[:, :, 0]
-        attn_t, d_out = attn[:, :, 0].swapaxes(-1, -2), d_out[:, :, 0]
+        attn_t, d_heads_out = attn[:, :, 0].swapaxes(-1, -2), d_heads_out[:, :, 0]
     else:  # the group's queries stacked along time: (B, Hkv, G·T, ·)
         d_s_t = d_attn.reshape(B, Hkv, G * T, T).swapaxes(-1, -2)
         queries = block.q.reshape(B, Hkv, G * T, Dh)
         attn_t = attn.reshape(B, Hkv, G * T, T).swapaxes(-1, -2)
-        d_out = np.ascontiguousarray(d_out).reshape(B, Hkv, G * T, Dh)
+        d_heads_out = np.ascontiguousarray(d_heads_out).reshape(B, Hkv, G * T, Dh)
     # dk: the group's gradients add up
     np.matmul(d_s_t, queries, out=_heads(d_k, B, T, Hkv, 1)[:, :, 0])
-    np.matmul(attn_t, d_out, out=_heads(d_v, B, T, Hkv, 1)[:, :, 0])  # dv, likewise
+    np.matmul(attn_t, d_heads_out, out=_heads(d_v, B, T, Hkv, 1)[:, :, 0])  # dv, likewise
     if steps.rope is not None:
         # a rotation's transpose is the rotation by the opposite angle
         d_q = _rotate(d_q, steps.rope, 1, T, Dh)

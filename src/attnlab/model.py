@@ -10,7 +10,11 @@ Read it top to bottom: the config, the parameters, the forward pass (each block 
 :func:`attnlab.attention.attention_pass`, the forward pass of
 :func:`attnlab.multi_head_attention`), the loss, and the backward pass, which undoes the
 forward pass one line at a time, from the last line to the first. Adam, ``train`` and
-evaluation are in :mod:`attnlab.training`; the argument checks in ``attnlab._validate``.
+evaluation are in :mod:`attnlab.training` (``train(..., step="readable")`` trains by
+this file's :func:`loss_grads_accuracy`); the argument checks in ``attnlab._validate``.
+``@_one_blas_thread`` (from :mod:`attnlab.parallel`) only keeps the BLAS library on one
+thread during a call; it changes no number. The book page 「model.py を読む」
+(``book/model_walkthrough.md``) reads this file in order.
 
 Parameters live in a plain dict, so a chapter can look at, change or zero any matrix:
 
@@ -28,18 +32,15 @@ Arrays are float32 by default (faster); ``dtype="float64"`` gives the precision 
 gradient check needs.
 """
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from attnlab._validate import (
     choice,
     generator,
-    heads_kept,
     model_batch,
     model_params,
     model_tokens,
@@ -58,9 +59,11 @@ from attnlab.attention import (
     merge_heads,
     split_heads,
 )
+from attnlab.parallel import _one_blas_thread
 from attnlab.positional import (
     ROPE_SCALINGS,
     RoPE,
+    RoPETables,
     alibi_bias,
     lookup_positions,
     sinusoidal_encoding,
@@ -89,7 +92,8 @@ class ModelConfig:
         Number of attention blocks.
     max_len : int
         The longest sequence the model accepts with learned positions (the table has
-        this many rows). Other schemes accept any length; ``max_len`` is only recorded.
+        this many rows). Other schemes accept any length; for them ``max_len`` only
+        serves as YaRN's trained length when ``rope_original_max_len`` is None.
     positional : {"none", "sinusoidal", "learned", "rope", "alibi"}
         How positions enter: added to the embeddings (sinusoidal, learned), rotating q
         and k (rope), a score bias (alibi), or not at all (none).
@@ -98,7 +102,9 @@ class ModelConfig:
     causal : bool
         True: a query sees only keys at its own or earlier positions.
     rope_base, rope_scale : float
-        RoPE's base and position-interpolation factor (``positions / rope_scale``).
+        RoPE's base and its context scale s = L′ / L (1: plain RoPE). How s acts is
+        ``rope_scaling``'s: only ``"pi"`` divides the positions (``positions / s``); NTK
+        enlarges the base and YaRN changes each pair's frequency.
     rope_scaling : {"pi", "ntk", "yarn", "yarn_turns", "yarn_no_temp"}
         How ``rope_scale`` stretches the context (``attnlab.positional.ROPE_SCALINGS``;
         see :class:`attnlab.positional.RoPE`): position interpolation (the default),
@@ -254,31 +260,6 @@ def init_params(config: ModelConfig, rng: np.random.Generator) -> dict[str, np.n
     return {name: value.astype(config.dtype) for name, value in params.items()}
 
 
-# --- one BLAS thread ----------------------------------------------------------------------
-
-_BLAS: ThreadpoolController | None = None
-
-
-def _one_blas_thread(func):
-    """``func`` with the BLAS library on one thread during the call, as before afterwards.
-
-    The model's matrix products are small (64 wide): a second BLAS thread spends more on
-    waking and waiting than it saves, and on a shared machine (Binder, Colab, a busy
-    laptop) the threads wait for each other. The limit holds only inside the call
-    (threadpoolctl), so the rest of a notebook keeps the reader's setting. The setting is
-    the process's: two threads inside such calls at once can put back each other's limit,
-    so :func:`attnlab.parallel.on_threads` holds one limit around all of its calls.
-    """
-    @functools.wraps(func)
-    def limited(*args, **kwargs):
-        global _BLAS
-        if _BLAS is None:
-            _BLAS = ThreadpoolController()  # finds the loaded BLAS once (a few ms)
-        with _BLAS.limit(limits=1, user_api="blas"):
-            return func(*args, **kwargs)
-    return limited
-
-
 # --- forward ------------------------------------------------------------------------------
 
 class Forward(NamedTuple):
@@ -294,6 +275,7 @@ class _Trace(NamedTuple):
     inputs: list  # each block's input x, (B, T, D)
     passes: list  # each block's AttentionPass: q, k, v, attn, concat, out
     x: np.ndarray  # (B, T, D) the residual stream after the last block
+    rope: RoPETables | None  # RoPE's cos and sin (T, Dh/2) each, made once for the pass
 
 
 def _embed(params, tokens: np.ndarray, config: ModelConfig) -> np.ndarray:
@@ -307,6 +289,27 @@ def _embed(params, tokens: np.ndarray, config: ModelConfig) -> np.ndarray:
     return x
 
 
+def _heads_kept(ablate, config: ModelConfig) -> dict[int, np.ndarray]:
+    """``ablate`` (pairs (layer, head) to switch off) as a keep-vector (H,) of 0 and 1 per
+    affected layer: ``{layer: keep}``. A block multiplies its heads' outputs by ``keep``
+    before W_o (:func:`attnlab.attention.attention_pass`), so a head with 0 adds nothing."""
+    keep = {}
+    for pair in ablate or ():
+        try:
+            layer, head = (int(i) for i in pair)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"ablate の要素は (層, ヘッド) の組である必要があります: {pair!r}"
+            ) from None
+        if not (0 <= layer < config.n_layers and 0 <= head < config.n_heads):
+            raise ValueError(
+                f"ablate の (層, ヘッド)=({layer}, {head}) はモデルにありません: 層は 0 〜 "
+                f"{config.n_layers - 1}、ヘッドは 0 〜 {config.n_heads - 1} です"
+            )
+        keep.setdefault(layer, np.ones(config.n_heads, dtype=config.dtype))[head] = 0.0
+    return keep
+
+
 def _layers(params, x: np.ndarray, config: ModelConfig, keep: dict):
     """The blocks ``x = x + MHA(x)`` and the unembedding on the residual stream x
     (B, T, D): logits (B, T, V) and the trace the backward pass reads."""
@@ -314,15 +317,18 @@ def _layers(params, x: np.ndarray, config: ModelConfig, keep: dict):
     mask = causal_mask(T) if config.causal else None  # (T, T)
     bias = (alibi_bias(config.n_heads, T, dtype=config.dtype)
             if config.positional == "alibi" else None)  # (H, T, T)
+    # RoPE's angles are the same in every block: their cos and sin, (T, Dh/2) each, once
+    rope = (config.rope.tables(T, config.d_head, config.dtype)
+            if config.positional == "rope" else None)
     inputs, passes = [], []
     for layer in range(config.n_layers):
         result = attention_pass(x, layer_weights(params, layer), config.heads, mask=mask,
-                                bias=bias, rope=config.rope, keep=keep.get(layer))
+                                bias=bias, rope=rope, keep=keep.get(layer))
         inputs.append(x)
         passes.append(result)
         x = x + result.out  # (B, T, D)
     logits = x @ params["unembed"]  # (B, T, V)
-    return logits, _Trace(inputs, passes, x)
+    return logits, _Trace(inputs, passes, x, rope)
 
 
 @_one_blas_thread
@@ -350,7 +356,7 @@ def forward(params: dict, tokens: np.ndarray, config: ModelConfig, *, ablate=Non
     config = check_config(config)
     params = model_params(params, param_shapes(config))
     tokens = model_tokens(tokens, config)
-    keep = heads_kept(ablate, config)
+    keep = _heads_kept(ablate, config)
     logits, trace = _layers(params, _embed(params, tokens, config), config, keep)
     return Forward(logits, tuple(result.attn for result in trace.passes))
 
@@ -406,13 +412,15 @@ def _cross_entropy(logits: np.ndarray, targets: np.ndarray):
 # --- backward -------------------------------------------------------------------------------
 
 def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: ModelConfig,
-                    keep) -> tuple[np.ndarray, MHAWeights]:
+                    keep, rope: RoPETables | None = None) -> tuple[np.ndarray, MHAWeights]:
     """One block ``y = x + MHA(x)`` backwards: dL/dx (B, T, D) and the gradients of its
     four matrices, from dL/dy (B, T, D).
 
-    ``result`` is what :func:`attnlab.attention.attention_pass` kept. Each step below
+    ``result`` is what :func:`attnlab.attention.attention_pass` kept, and ``rope`` the
+    RoPE tables the forward pass turned q and k by (None without RoPE). Each step below
     undoes one line of it, from the last to the first (``d·`` is the gradient of the
-    loss with respect to ·)::
+    loss with respect to ·; O is the heads' outputs, ``out_heads`` in ``attention_pass``,
+    so dO is ``d_heads_out`` below)::
 
         q, k, v = x W_q, x W_k, x W_v        →  dW = xᵀ d(q|k|v),  dx = dy + Σ d(q|k|v) Wᵀ
         q, k = RoPE(q), RoPE(k)              →  d(q|k) turned by the opposite angles
@@ -432,14 +440,14 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
 
     # y = x + concat(O · keep) W_o
     d_w_o = result.concat.reshape(B * T, D).T @ d_y.reshape(B * T, D)  # (D, D)
-    d_out = split_heads(d_y @ w_o.T, H)  # dO (B, H, T, Dh)
+    d_heads_out = split_heads(d_y @ w_o.T, H)  # dO, the per-head outputs' (B, H, T, Dh)
     if keep is not None:
-        d_out = d_out * keep[:, None, None]  # a switched-off head passes nothing back
-    d_out = d_out.reshape(B, Hkv, G, T, Dh)  # (B, Hkv, G, T, Dh)
+        d_heads_out = d_heads_out * keep[:, None, None]  # an off head passes nothing back
+    d_heads_out = d_heads_out.reshape(B, Hkv, G, T, Dh)  # (B, Hkv, G, T, Dh)
     attn = result.attn.reshape(B, Hkv, G, T, T)  # A (B, Hkv, G, T, T)
     # O = A v
-    d_attn = d_out @ result.v.mT  # dA (B, Hkv, G, T, T)
-    d_v = (attn.mT @ d_out).sum(axis=2)  # dv (B, Hkv, T, Dh): the group's sum
+    d_attn = d_heads_out @ result.v.mT  # dA (B, Hkv, G, T, T)
+    d_v = (attn.mT @ d_heads_out).sum(axis=2)  # dv (B, Hkv, T, Dh): the group's sum
     # A = softmax(S), row by row; hidden keys have A = 0 and get no gradient
     d_scores = attn * (d_attn - (attn * d_attn).sum(axis=-1, keepdims=True))  # dS
     # S = q kᵀ / √Dh
@@ -447,9 +455,9 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
     d_q = (d_scores @ result.k).reshape(B, H, T, Dh)  # dq (B, H, T, Dh)
     d_k = (d_scores.mT @ result.q).sum(axis=2)  # dk (B, Hkv, T, Dh): the group's sum
     # q, k = RoPE(q), RoPE(k): a rotation's transpose turns by the opposite angles
-    if config.rope is not None:
-        d_q = config.rope.apply(d_q, -np.arange(T))
-        d_k = config.rope.apply(d_k, -np.arange(T))
+    if rope is not None:
+        d_q = rope.apply_back(d_q)  # (B, H, T, Dh)
+        d_k = rope.apply_back(d_k)  # (B, Hkv, T, Dh)
     # q, k, v = x W_q, x W_k, x W_v, split into heads
     d_q, d_k, d_v = merge_heads(d_q), merge_heads(d_k), merge_heads(d_v)  # (B, T, ·)
     grads = MHAWeights(
@@ -500,14 +508,17 @@ def loss_grads_accuracy(params: dict, batch: Batch, config: ModelConfig, *, abla
 
     The forward pass, the loss, then the backward pass: the unembedding, every block
     from the last to the first (:func:`_block_backward`), and the embedding.
-    :func:`attnlab.training.train` records the accuracy too.
+    :func:`attnlab.training.train` records the accuracy too; with ``step="readable"`` it
+    trains by this function, so a change made here (or in the functions it calls) changes
+    what is learned. Chapter 02 calls :func:`loss_and_grads`, which returns its first two
+    values.
 
-    Not taught: the body of :func:`loss_and_grads`.
+    Not taught: no chapter imports it; the book page 「model.py を読む」 reads it.
     """
     config = check_config(config)
     params = model_params(params, param_shapes(config))
     tokens, targets, loss_mask = model_batch(batch, config)
-    keep = heads_kept(ablate, config)
+    keep = _heads_kept(ablate, config)
     B, T = tokens.shape
     D, V = config.d_model, config.vocab_size
 
@@ -524,7 +535,7 @@ def loss_grads_accuracy(params: dict, batch: Batch, config: ModelConfig, *, abla
     for layer in reversed(range(config.n_layers)):
         d_x, d_weights = _block_backward(d_x, trace.inputs[layer], trace.passes[layer],
                                          layer_weights(params, layer), config,
-                                         keep.get(layer))
+                                         keep.get(layer), trace.rope)
         grads.update(zip(layer_keys(layer), d_weights, strict=True))
     # x = embed[tokens] + pos
     grads["embed"] = np.zeros_like(params["embed"])  # (V, D)

@@ -15,6 +15,7 @@ Not taught: it makes the chapters faster on a reader's two cores, nothing more.
 from __future__ import annotations
 
 import contextvars
+import functools
 import multiprocessing
 import os
 import sys
@@ -23,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from multiprocessing import resource_tracker
 from pathlib import Path
 
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 #: At most this many processes (:func:`on_cores`) or threads (:func:`on_threads`) share
 #: the calls.
@@ -162,3 +163,28 @@ def _pool_ends() -> None:
                 stop()
             except Exception:  # a tracker that cannot stop only costs time
                 pass
+
+
+# --- one BLAS thread inside the model's calls ---------------------------------------------
+
+_BLAS: ThreadpoolController | None = None
+
+
+def _one_blas_thread(func):
+    """``func`` with the BLAS library on one thread during the call, as before afterwards.
+
+    The model's matrix products are small (64 wide): a second BLAS thread spends more on
+    waking and waiting than it saves, and on a shared machine (Binder, Colab, a busy
+    laptop) the threads wait for each other. The limit holds only inside the call
+    (threadpoolctl), so the rest of a notebook keeps the reader's setting. The setting is
+    the process's: two threads inside such calls at once can put back each other's limit,
+    so :func:`on_threads` holds one limit around all of its calls.
+    """
+    @functools.wraps(func)
+    def limited(*args, **kwargs):
+        global _BLAS
+        if _BLAS is None:
+            _BLAS = ThreadpoolController()  # finds the loaded BLAS once (a few ms)
+        with _BLAS.limit(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+    return limited

@@ -11,6 +11,7 @@ Shapes use the vocabulary of the package docstring.
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -241,7 +242,6 @@ def apply_rope(
 
 def _rotate_pairs(x: np.ndarray, angles: np.ndarray, positions, convention: str) -> np.ndarray:
     """Turn pair i of ``x`` (..., T, Dh) by ``angles[..., i]`` (..., T, Dh/2)."""
-    d_head = x.shape[-1]
     try:
         np.broadcast_shapes(angles.shape[:-1], x.shape[:-1])
     except ValueError:
@@ -251,7 +251,14 @@ def _rotate_pairs(x: np.ndarray, angles: np.ndarray, positions, convention: str)
         ) from None
     cos = np.cos(angles).astype(x.dtype, copy=False)  # (..., T, Dh/2)
     sin = np.sin(angles).astype(x.dtype, copy=False)
-    shape = np.broadcast_shapes(x.shape, angles.shape[:-1] + (d_head,))
+    return _turn_pairs(x, cos, sin, convention)
+
+
+def _turn_pairs(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, convention: str) -> np.ndarray:
+    """Turn pair i of ``x`` (..., T, Dh) by the angle whose cosine and sine are
+    ``cos[..., i]`` and ``sin[..., i]`` (..., T, Dh/2)."""
+    d_head = x.shape[-1]
+    shape = np.broadcast_shapes(x.shape, cos.shape[:-1] + (d_head,))
     out = np.empty(shape, dtype=x.dtype)  # (..., T, Dh)
     if convention == "interleaved":
         pairs = slice(0, None, 2), slice(1, None, 2)  # dims (2i, 2i+1)
@@ -339,6 +346,12 @@ class RoPE:
                      "positions")
         return pos[..., None] * self.inv_freq(d_head)  # (..., T, Dh/2)
 
+    def tables(self, T: int, d_head: int, dtype) -> "RoPETables":
+        """The cosine and sine of the angles of positions 0 … T−1, made once for a whole
+        pass of a model (:class:`RoPETables`): each (T, Dh/2), in ``dtype``."""
+        angles = self.angles(np.arange(T), d_head)  # (T, Dh/2), float64
+        return RoPETables(self, np.cos(angles).astype(dtype), np.sin(angles).astype(dtype))
+
     def apply(self, x: np.ndarray, positions) -> np.ndarray:
         """:func:`apply_rope` with these settings; x (..., T, Dh) → same shape.
 
@@ -351,6 +364,41 @@ class RoPE:
         d_head = rope_head(x.shape[-1], f"x.shape={x.shape}")
         out = _rotate_pairs(x, self.angles(positions, d_head), positions, self.convention)
         factor = self.attention_factor
+        if factor != 1.0:
+            out *= np.asarray(factor, dtype=out.dtype)
+        return out
+
+
+class RoPETables(NamedTuple):
+    """RoPE at positions 0 … T−1 with its cosines and sines computed once
+    (:meth:`RoPE.tables`), so that every block of a forward and backward pass turns q
+    and k without computing the angles again. ``apply`` gives what
+    ``rope.apply(x, np.arange(T))`` gives, to the bit.
+
+    Not taught: how the model keeps RoPE for one pass (book page 「model.py を読む」).
+    """
+
+    rope: RoPE  # the settings: convention and YaRN's attention factor
+    cos: np.ndarray  # (T, Dh/2): cos of the angle of position t, pair i
+    sin: np.ndarray  # (T, Dh/2)
+
+    def apply(self, x: np.ndarray, positions=None) -> np.ndarray:
+        """x (..., T, Dh) turned by the angles of positions 0 … T−1; same shape."""
+        T = len(self.cos)
+        if positions is not None and not np.array_equal(positions, np.arange(T)):
+            raise ValueError(
+                f"RoPETables は位置 0 … {T - 1} の表です: 別の positions には RoPE.apply を"
+                f"使ってください（positions={positions!r}）"
+            )
+        return self._scaled(_turn_pairs(x, self.cos, self.sin, self.rope.convention))
+
+    def apply_back(self, x: np.ndarray) -> np.ndarray:
+        """x (..., T, Dh) turned by the opposite angles: the transpose of :meth:`apply`
+        (a gradient passes back through a rotation this way)."""
+        return self._scaled(_turn_pairs(x, self.cos, -self.sin, self.rope.convention))
+
+    def _scaled(self, out: np.ndarray) -> np.ndarray:
+        factor = self.rope.attention_factor  # YaRN's temperature √(1/t), or 1
         if factor != 1.0:
             out *= np.asarray(factor, dtype=out.dtype)
         return out

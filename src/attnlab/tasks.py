@@ -1,4 +1,4 @@
-"""Toy tasks for the attention-only model, and scores that name what a head does.
+"""Toy tasks for the attention-only model: the batches it trains and is measured on.
 
 A task is a small frozen dataclass: its fields are the task's settings, ``vocab_size``
 is the number of token ids it uses, and calling it with ``(rng, batch_size, seq_len)``

@@ -1,6 +1,7 @@
 """Training and measuring the toy transformer of :mod:`attnlab.model`.
 
-Adam, :func:`train` (deterministic for a given ``rng``), :func:`evaluate` (the model's
+Adam, :func:`train` (deterministic for a given ``rng``; its ``step`` chooses the readable
+model's training step or the fast one, :data:`STEPS`), :func:`evaluate` (the model's
 forward pass and loss), and the two head-removal measurements of chapter 04: the loss
 with each head switched off alone (:func:`ablation_losses`) and the pruning curve
 (:func:`pruning_curve`).
@@ -20,6 +21,28 @@ from attnlab.model import (
     param_shapes,
 )
 from attnlab.tasks import Batch
+
+#: The training steps :func:`train` can take (``step=``): ``"readable"`` is
+#: :func:`attnlab.model.loss_grads_accuracy`, the model a learner reads (its forward pass,
+#: then ``_block_backward``); ``"fast"`` is :func:`attnlab.fast_training.loss_grads_accuracy`,
+#: the same equations arranged for speed (equal to float rounding, checked by
+#: ``tests/test_fast_training.py``).
+STEPS = ("readable", "fast")
+
+
+def _training_step(step: str):
+    """The function ``(params, batch, config) → (loss, grads, accuracy)`` that ``step``
+    names (:data:`STEPS`), looked up when called: a changed ``attnlab.model`` trains.
+
+    Not taught: how :func:`train` chooses its step (book page 「model.py を読む」).
+    """
+    if step == "readable":
+        return model.loss_grads_accuracy
+    if step == "fast":
+        return fast_training.loss_grads_accuracy
+    raise ValueError(
+        f"step は {' か '.join(map(repr, STEPS))} のどちらかである必要があります: step={step!r}"
+    )
 
 
 class Adam:
@@ -67,13 +90,13 @@ def train(
     lr: float = 1e-2,
     init_params: dict | None = None,
     callback=None,
+    step: str = "fast",
 ) -> TrainResult:
     """Train a fresh model on a task with Adam; the same ``rng`` state gives the same result.
 
     Every step draws a batch, computes the loss and its gradients, and takes one
     :meth:`Adam.step`. The loss and gradients are those of
-    :func:`attnlab.model.loss_and_grads`, computed by :mod:`attnlab.fast_training`
-    (the same numbers to float rounding, about 1.5× faster; not taught).
+    :func:`attnlab.model.loss_and_grads`; ``step`` says which code computes them.
 
     Parameters
     ----------
@@ -96,6 +119,12 @@ def train(
         ``callback(step, params)``, called before the first update (``step=0``) and
         after each update (``step`` = updates done), e.g. to record snapshots during
         training. ``params`` is the live dict: copy what you keep.
+    step : {"fast", "readable"}
+        ``"readable"``: the model you read, :func:`attnlab.model.loss_grads_accuracy`
+        (its forward pass and ``_block_backward``), so that a change to
+        :mod:`attnlab.model` changes what is learned. ``"fast"`` (the default):
+        :mod:`attnlab.fast_training`, the same numbers to float rounding, arranged for
+        speed (not taught).
 
     Returns
     -------
@@ -106,6 +135,7 @@ def train(
     Taught in chapter 02.
     """
     config = check_config(config)
+    loss_grads_accuracy = _training_step(step)
     steps = positive_int(steps, "steps")
     batch_size = positive_int(batch_size, "batch_size")
     seq_len = positive_int(seq_len, "seq_len")
@@ -136,13 +166,13 @@ def train(
     losses, accuracies = np.empty(steps), np.empty(steps)
     if callback is not None:
         callback(0, params)
-    for step in range(steps):
+    for i in range(steps):
         batch = task(data_rng, batch_size, seq_len)
-        loss, grads, accuracy = fast_training.loss_grads_accuracy(params, batch, config)
+        loss, grads, accuracy = loss_grads_accuracy(params, batch, config)
         optimiser.step(params, grads)
-        losses[step], accuracies[step] = loss, accuracy
+        losses[i], accuracies[i] = loss, accuracy
         if callback is not None:
-            callback(step + 1, params)
+            callback(i + 1, params)
     return TrainResult(params, losses, accuracies, initial)
 
 

@@ -1,6 +1,8 @@
-"""The fast training path (attnlab.fast_training) against the readable model
-(attnlab.model): the same loss, gradients and accuracy for every setting the chapters
-train, and train() on it is the readable training loop. Also: the model runs on one BLAS
+"""The fast training step (attnlab.fast_training) against the readable model
+(attnlab.model): the same loss, gradients and accuracy for every step ``train`` can take,
+every field of ModelConfig set away from its default, and 1, 2 and 3 layers (a block that
+is neither first nor last has a branch of its own in the fast backward pass), and
+train(step="readable") runs the code of attnlab.model. Also: the model runs on one BLAS
 thread only inside its calls, only training changes how the process allocates memory,
 and the repeated-sequence task is the row-by-row batch.
 
@@ -11,6 +13,7 @@ With scores hundreds apart (sharp heads), a rounding of a score moves a weight b
 much more: there float64 agrees to 1e-7 and float32 to a floor of 1e-3.
 """
 
+import dataclasses
 import itertools
 import json
 import subprocess
@@ -20,6 +23,7 @@ import numpy as np
 import pytest
 
 from attnlab import fast_training
+from attnlab import model as model_module
 from attnlab.fast_training import _heads, _norm_bound, _rope_tables, _rotate, _softmax_rows
 from attnlab.model import (
     POSITIONAL,
@@ -30,7 +34,11 @@ from attnlab.model import (
 )
 from attnlab.positional import ROPE_SCALINGS, RoPE
 from attnlab.tasks import Batch, PreviousToken, RepeatedSequence, TwoPositions
-from attnlab.training import Adam, train
+from attnlab.training import STEPS, Adam, _training_step, train
+
+#: The steps compared with the readable model: every step train() can take but that one.
+OTHER_STEPS = [step for step in STEPS if step != "readable"]
+LAYERS = [1, 2, 3]  # first and last block in one; first and last; and a middle block
 
 SETTINGS = list(itertools.product(POSITIONAL, (True, False), (None, 2, 1),
                                   ("float64", "float32")))
@@ -52,10 +60,10 @@ def batch_for(config: ModelConfig, seed: int = 0, B: int = 3, T: int = 6) -> Bat
 
 
 def assert_same_step(config: ModelConfig, params: dict, batch: Batch, ablate=None,
-                     sharp: bool = False):
-    """The fast path's loss, gradients and accuracy are the readable model's."""
+                     sharp: bool = False, step: str = "fast"):
+    """``step``'s loss, gradients and accuracy are the readable model's."""
     want = loss_grads_accuracy(params, batch, config, ablate=ablate)
-    got = fast_training.loss_grads_accuracy(params, batch, config, ablate=ablate)
+    got = _training_step(step)(params, batch, config, ablate=ablate)
     wide = config.dtype == "float64"
     rtol = (1e-7 if sharp else 1e-9) if wide else 2e-3
     assert got[0] == pytest.approx(want[0], rel=rtol if wide else 1e-5)
@@ -68,53 +76,93 @@ def assert_same_step(config: ModelConfig, params: dict, batch: Batch, ablate=Non
         np.testing.assert_allclose(got[1][name], grad, rtol=rtol, atol=floor, err_msg=name)
 
 
+# --- every field of ModelConfig, generated ----------------------------------------------------
+
+#: The config every field is varied from (float64, so the tolerance is rtol 1e-9).
+BASE = dict(vocab_size=7, d_model=16, n_heads=4, max_len=8, dtype="float64")
+
+#: For every field of ModelConfig, valid values away from BASE and the defaults, each with
+#: the other fields it needs to matter (a RoPE setting needs positional="rope"). A field
+#: added to ModelConfig without an entry here fails test_every_config_field_is_compared.
+#: n_layers is varied by LAYERS for every entry.
+NON_DEFAULT = {
+    "vocab_size": [dict(vocab_size=11)],
+    "d_model": [dict(d_model=24)],
+    "n_heads": [dict(n_heads=2), dict(n_heads=8, positional="rope")],
+    "n_layers": [dict()],
+    "max_len": [dict(max_len=12)],
+    "positional": [dict(positional=p) for p in POSITIONAL if p != "learned"],
+    "n_kv_heads": [dict(n_kv_heads=2), dict(n_kv_heads=1, positional="rope")],
+    "causal": [dict(causal=False), dict(causal=False, positional="alibi")],
+    "rope_base": [dict(positional="rope", rope_base=500.0)],
+    "rope_scale": [dict(positional="rope", rope_scale=3.0)],
+    "dtype": [dict(dtype="float32"), dict(dtype="float32", positional="rope", n_kv_heads=2)],
+    "rope_scaling": [dict(positional="rope", rope_scaling=scaling, rope_scale=2.0)
+                     for scaling in ROPE_SCALINGS if scaling != "pi"],
+    "rope_original_max_len": [dict(positional="rope", rope_scaling="yarn", rope_scale=4.0,
+                                   rope_original_max_len=4)],
+}
+FIELD_CASES = [(name, variant) for name, variants in NON_DEFAULT.items()
+               for variant in variants]
+
+
+def test_every_config_field_is_compared():
+    """A new field of ModelConfig needs an entry in NON_DEFAULT (and the fast path may need
+    to learn it): the parity test would not vary it otherwise."""
+    fields = [field.name for field in dataclasses.fields(ModelConfig)]
+    missing = set(fields) - set(NON_DEFAULT)
+    assert not missing, f"ModelConfig の {sorted(missing)} に NON_DEFAULT の値がありません"
+    assert set(NON_DEFAULT) <= set(fields), set(NON_DEFAULT) - set(fields)
+    assert "readable" in STEPS and OTHER_STEPS
+
+
+@pytest.mark.parametrize("field, variant", FIELD_CASES,
+                         ids=[f"{name}-{'-'.join(map(str, v.values())) or 'layers'}"
+                              for name, v in FIELD_CASES])
+def test_every_field_moves_away_from_its_default(field, variant):
+    """Each entry of NON_DEFAULT is valid and changes its field (from BASE's value or the
+    field's default), so the parity test below runs a setting the others do not."""
+    base = ModelConfig(**BASE, n_layers=1)
+    config = ModelConfig(**{**BASE, "n_layers": 2 if field == "n_layers" else 1, **variant})
+    assert getattr(config, field) != getattr(base, field)
+
+
+@pytest.mark.parametrize("step", OTHER_STEPS)
+@pytest.mark.parametrize("n_layers", LAYERS)
+@pytest.mark.parametrize("field, variant", FIELD_CASES,
+                         ids=[f"{name}-{'-'.join(map(str, v.values())) or 'layers'}"
+                              for name, v in FIELD_CASES])
+def test_every_step_is_the_readable_step_for_every_config_field(field, variant, n_layers,
+                                                                 step):
+    config = ModelConfig(**{**BASE, "n_layers": n_layers, **variant})
+    params = init_params(config, np.random.default_rng(1))
+    T = 6 if config.positional == "learned" else 7  # past rope_original_max_len=4
+    assert_same_step(config, params, batch_for(config, T=T), step=step)
+
+
+@pytest.mark.parametrize("step", OTHER_STEPS)
 @pytest.mark.parametrize("setting", SETTINGS, ids=setting_id)
-@pytest.mark.parametrize("n_layers", [1, 2])
-def test_the_fast_step_is_the_readable_step(setting, n_layers):
-    """One layer is both the first block and the last: the fast path treats both
-    specially, so one and two layers are checked."""
+@pytest.mark.parametrize("n_layers", LAYERS)
+def test_the_fast_step_is_the_readable_step(setting, n_layers, step):
+    """The fields that change the path most, together: every position scheme, causal or
+    not, MHA, GQA and MQA, float64 and float32."""
     positional, causal, n_kv_heads, dtype = setting
     config = ModelConfig(vocab_size=7, d_model=16, n_heads=4, n_layers=n_layers, max_len=8,
                          positional=positional, causal=causal, n_kv_heads=n_kv_heads,
                          dtype=dtype)
     params = init_params(config, np.random.default_rng(1))
-    assert_same_step(config, params, batch_for(config))
-
-
-#: Stretched RoPE: every value of ``rope_scaling`` the model accepts, and another base.
-STRETCHED = {
-    "pi": dict(rope_scale=3.0),
-    "yarn": dict(rope_scale=4.0, rope_scaling="yarn", rope_original_max_len=8),
-    "ntk": dict(rope_scale=2.0, rope_scaling="ntk"),
-    "base": dict(rope_base=500.0),
-    "yarn_turns": dict(rope_scale=4.0, rope_scaling="yarn_turns", rope_original_max_len=8),
-    "yarn_no_temp": dict(rope_scale=4.0, rope_scaling="yarn_no_temp", rope_original_max_len=8),
-}
-
-
-@pytest.mark.parametrize("rope", STRETCHED.values(), ids=STRETCHED.keys())
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_the_fast_step_is_the_readable_step_with_stretched_rope(rope, dtype):
-    config = ModelConfig(vocab_size=7, d_model=16, n_heads=4, n_layers=2, max_len=8,
-                         positional="rope", n_kv_heads=2, dtype=dtype, **rope)
-    params = init_params(config, np.random.default_rng(2))
-    assert_same_step(config, params, batch_for(config, T=9))
-
-
-def test_every_rope_scaling_is_compared():
-    # a scaling added to attnlab.positional must be added to STRETCHED (and to the fast path)
-    tried = {rope.get("rope_scaling", "pi") for rope in STRETCHED.values()}
-    assert tried == set(ROPE_SCALINGS), set(ROPE_SCALINGS) - tried
+    assert_same_step(config, params, batch_for(config), step=step)
 
 
 @pytest.mark.parametrize("ablate", [[(0, 1)], [(1, 3), (1, 0)], [(0, 0), (0, 1), (0, 2), (0, 3)]],
                          ids=str)
 @pytest.mark.parametrize("positional", ["learned", "rope"])
-def test_the_fast_step_is_the_readable_step_with_heads_switched_off(ablate, positional):
-    config = ModelConfig(vocab_size=7, d_model=16, n_heads=4, n_layers=2, max_len=8,
+@pytest.mark.parametrize("step", OTHER_STEPS)
+def test_the_fast_step_is_the_readable_step_with_heads_switched_off(step, ablate, positional):
+    config = ModelConfig(vocab_size=7, d_model=16, n_heads=4, n_layers=3, max_len=8,
                          positional=positional, dtype="float64")
     params = init_params(config, np.random.default_rng(3))
-    assert_same_step(config, params, batch_for(config), ablate=ablate)
+    assert_same_step(config, params, batch_for(config), ablate=ablate, step=step)
 
 
 # the chapters' model sizes and tasks (benchmarks/train_speed.py lists their runs)
@@ -136,47 +184,88 @@ CHAPTER_SIZES = [
 @pytest.mark.parametrize("chapter, sizes, task, seq_len", CHAPTER_SIZES,
                          ids=[f"ch{c}-{s.get('positional', 'learned')}-h{s['n_heads']}"
                               for c, s, _, _ in CHAPTER_SIZES])
-def test_the_fast_step_is_the_readable_step_at_the_chapters_sizes(chapter, sizes, task, seq_len):
+@pytest.mark.parametrize("step", OTHER_STEPS)
+def test_the_fast_step_is_the_readable_step_at_the_chapters_sizes(step, chapter, sizes, task,
+                                                                   seq_len):
     config = ModelConfig(**sizes)
     params = init_params(config, np.random.default_rng(4))
-    assert_same_step(config, params, task(np.random.default_rng(5), 32, seq_len))
+    assert_same_step(config, params, task(np.random.default_rng(5), 32, seq_len), step=step)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_the_fast_step_is_the_readable_step_when_heads_are_sharp(dtype):
+@pytest.mark.parametrize("step", OTHER_STEPS)
+def test_the_fast_step_is_the_readable_step_when_heads_are_sharp(step, dtype):
     """Scores hundreds apart within one head, as after long training: both paths stay
     finite and agree."""
-    config = ModelConfig(vocab_size=7, d_model=8, n_heads=2, n_layers=2, max_len=8,
+    config = ModelConfig(vocab_size=7, d_model=8, n_heads=2, n_layers=3, max_len=8,
                          dtype=dtype)
     params = init_params(config, np.random.default_rng(6))
-    for key in ("layers.0.w_q", "layers.0.w_k", "layers.1.w_q"):
+    for key in ("layers.0.w_q", "layers.0.w_k", "layers.1.w_q", "layers.2.w_k"):
         params[key] = params[key] * np.asarray(60.0 if dtype == "float32" else 400.0,
                                                dtype=dtype)
     batch = batch_for(config, T=8)
-    loss, grads, _ = fast_training.loss_grads_accuracy(params, batch, config)
+    loss, grads, _ = _training_step(step)(params, batch, config)
     assert np.isfinite(loss) and all(np.all(np.isfinite(g)) for g in grads.values())
-    assert_same_step(config, params, batch, sharp=True)
+    assert_same_step(config, params, batch, sharp=True, step=step)
 
 
-def test_train_takes_the_readable_steps():
-    """train() on the fast path ends where the readable loop of loss_grads_accuracy and
-    Adam ends (float64: the two paths differ by rounding only)."""
-    config = ModelConfig(vocab_size=16, d_model=16, n_heads=4, n_layers=2, max_len=16,
-                         positional="rope", n_kv_heads=2, dtype="float64")
+TRAIN_CONFIG = ModelConfig(vocab_size=16, d_model=16, n_heads=4, n_layers=2, max_len=16,
+                           positional="rope", n_kv_heads=2, dtype="float64")
+
+
+def train_20(step: str):
+    return train(TRAIN_CONFIG, RepeatedSequence(16), steps=20, batch_size=8, seq_len=12,
+                 rng=np.random.default_rng(7), step=step)
+
+
+def test_train_readable_is_the_loop_of_the_readable_step_and_fast_ends_where_it_ends():
+    """train(step="readable") is the loop of attnlab.model.loss_grads_accuracy and Adam,
+    to the bit; every other step ends where it ends (float64: rounding only)."""
     task = RepeatedSequence(16)
-    result = train(config, task, steps=20, batch_size=8, seq_len=12,
-                   rng=np.random.default_rng(7))
     init_rng, data_rng = np.random.default_rng(7).spawn(2)
-    params = init_params(config, init_rng)
+    params = init_params(TRAIN_CONFIG, init_rng)
     optimiser = Adam(params)
     losses = []
     for _ in range(20):
-        loss, grads, _ = loss_grads_accuracy(params, task(data_rng, 8, 12), config)
+        loss, grads, _ = loss_grads_accuracy(params, task(data_rng, 8, 12), TRAIN_CONFIG)
         optimiser.step(params, grads)
         losses.append(loss)
-    np.testing.assert_allclose(result.loss, losses, rtol=1e-8)
+    readable = train_20("readable")
+    np.testing.assert_array_equal(readable.loss, losses)
     for name, value in params.items():
-        np.testing.assert_allclose(result.params[name], value, rtol=1e-7, atol=1e-10)
+        np.testing.assert_array_equal(readable.params[name], value)
+    for step in OTHER_STEPS:
+        result = train_20(step)
+        np.testing.assert_allclose(result.loss, losses, rtol=1e-8)
+        for name, value in params.items():
+            np.testing.assert_allclose(result.params[name], value, rtol=1e-7, atol=1e-10)
+
+
+def test_editing_model_py_changes_what_train_readable_learns(monkeypatch):
+    """A learner's edit of attnlab.model, here a softmax temperature of 2 on every block's
+    scores (the attention_pass that model.py calls divides W_q, so S becomes S / 2):
+    train(step="readable") learns something else, train(step="fast") does not see the
+    edit. (The edit is in the forward pass only, so its gradients are no longer exact:
+    what counts here is which code runs.)"""
+    before = {step: train_20(step).loss for step in STEPS}
+    original = model_module.attention_pass
+
+    def with_temperature(x, weights, heads, **kwargs):
+        return original(x, weights._replace(w_q=weights.w_q / 2.0), heads, **kwargs)
+
+    monkeypatch.setattr(model_module, "attention_pass", with_temperature)
+    after = {step: train_20(step).loss for step in STEPS}
+    assert np.abs(after["readable"] - before["readable"]).max() > 1e-3
+    assert after["readable"][0] != before["readable"][0]  # the first loss already
+    for step in OTHER_STEPS:
+        np.testing.assert_array_equal(after[step], before[step])
+
+
+@pytest.mark.parametrize("step", ["slow", "Readable", None, 1])
+def test_train_names_a_bad_step_in_japanese(step):
+    with pytest.raises(ValueError, match=f"step は 'readable' か 'fast' .*step={step!r}"):
+        train(TRAIN_CONFIG, RepeatedSequence(16), steps=1, rng=np.random.default_rng(0),
+              step=step)
 
 
 def test_the_fast_step_refuses_bad_input_as_the_model_does():

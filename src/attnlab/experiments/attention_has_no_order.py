@@ -25,12 +25,12 @@ from attnlab._validate import generator, positive_int
 from attnlab.attention import MHAWeights, causal_mask, multi_head_attention
 from attnlab.model import (
     ModelConfig,
-    _one_blas_thread,
     check_config,
     forward,
     layer_keys,
     layer_weights,
 )
+from attnlab.parallel import _one_blas_thread
 from attnlab.tasks import PreviousToken
 from attnlab.training import evaluate, train
 

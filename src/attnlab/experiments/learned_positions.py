@@ -14,12 +14,12 @@ from attnlab.attention import split_heads
 from attnlab.experiments.sinusoidal_encoding import score_terms
 from attnlab.model import (
     ModelConfig,
-    _one_blas_thread,
     check_config,
     forward,
     init_params,
     layer_weights,
 )
+from attnlab.parallel import _one_blas_thread
 from attnlab.tasks import PreviousToken
 from attnlab.training import TrainResult, train
 

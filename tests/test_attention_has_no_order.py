@@ -187,6 +187,10 @@ def test_one_causal_layer_stays_under_the_prefix_ceiling_and_two_go_above_it():
     even = dict(two.params)
     even[layer_keys(0)[0]] = np.zeros_like(two.params[layer_keys(0)[0]])
     assert abs(position_probe(even, two.config, np.random.default_rng(10))[1]) < 0.02
+    # ... yet a layer 1 made even still passes order on: above the one-layer ceiling at
+    # every position (measured 0.45 on positions 2-15), below the model as trained
+    assert np.all(two.even[2:] > ceiling[2:])
+    assert np.nanmean(two.even[2:]) < np.nanmean(two.accuracy[2:]) - 0.05
 
 
 def test_previous_position_attention_is_one_for_a_head_with_equal_scores():

@@ -46,7 +46,7 @@ NO_ORDER_LR = 1e-2
 #: Rows of the fresh batch each trained model is evaluated on.
 NO_ORDER_EVAL_ROWS = 512
 #: Seeds of the chapter's runs (one generator each).
-NO_ORDER_SEEDS = (0, 1, 2)
+NO_ORDER_SEEDS = (0, 1, 2, 3, 4)
 
 
 def _binomial_product(a: list[int], b: list[int], n: int) -> list[int]:
@@ -269,6 +269,7 @@ class CausalRun(NamedTuple):
     loss: np.ndarray  # (steps,) training loss per step
     accuracy: np.ndarray  # (T,) accuracy at each position on a fresh batch; NaN at 0
     ablated: np.ndarray  # (T,) the same with every head of layer 0 switched off
+    even: np.ndarray  # (T,) the same with layer 0's W_Q = 0: every head of it even
 
 
 def causal_config(n_layers: int) -> ModelConfig:
@@ -306,8 +307,10 @@ def train_causal_without_positions(
     -------
     CausalRun
         The loss curve, and the accuracy at each position on a fresh batch of
-        ``CAUSAL_EVAL_ROWS`` rows: as trained, and with the heads of the first layer
-        switched off (the later layers then read the token embeddings only).
+        ``CAUSAL_EVAL_ROWS`` rows: as trained, with the heads of the first layer
+        switched off (the later layers then read the token embeddings only), and with
+        the first layer's ``W_Q`` set to 0 (no retraining: every score of the first
+        layer is equal, so each of its heads averages the values it may see).
 
     Taught in chapter 05.
     """
@@ -318,9 +321,12 @@ def train_causal_without_positions(
                    seq_len=CAUSAL_SEQ_LEN, lr=CAUSAL_LR)
     batch = task(eval_rng, CAUSAL_EVAL_ROWS, CAUSAL_SEQ_LEN)
     first_layer = [(0, head) for head in range(config.n_heads)]
+    even = dict(result.params)  # the first layer with W_Q = 0: every score equal
+    even[layer_keys(0)[0]] = np.zeros_like(result.params[layer_keys(0)[0]])
     return CausalRun(config, result.params, result.loss,
                      _accuracy_at_each_position(result.params, batch, config),
-                     _accuracy_at_each_position(result.params, batch, config, first_layer))
+                     _accuracy_at_each_position(result.params, batch, config, first_layer),
+                     _accuracy_at_each_position(even, batch, config))
 
 
 def residual_stream(params: dict, tokens: np.ndarray, config: ModelConfig,

@@ -36,7 +36,7 @@ LEARNED_STEPS = 100
 #: the first spawn trains, the second evaluates). The runs with the table started at 0.02
 #: are ``SMALL_START_RUNS`` more, from the third spawn.
 LEARNED_SEED = 2026
-LEARNED_RUNS = 3
+LEARNED_RUNS = 5
 SMALL_START_RUNS = 5
 
 

@@ -11,6 +11,7 @@ from attnlab.experiments.attention_has_no_order import (
     NO_ORDER_STEPS,
     bag_of_tokens_ceiling,
     causal_config,
+    first_layer_heads,
     no_order_config,
     order_blind_ceiling,
     position_probe,
@@ -160,7 +161,7 @@ def test_residual_stream_refuses_what_it_cannot_compute():
 
 
 def test_one_causal_layer_stays_under_the_prefix_ceiling_and_two_go_above_it():
-    """Seed 0 (the chapter runs seeds 0–2): measured on positions 2–15, one layer 0.27,
+    """Seed 0 (the chapter runs seeds 0–4): measured on positions 2–15, one layer 0.27,
     two layers 0.66 against the ceiling's 0.28; the second layer needs the first."""
     ceiling = prefix_bag_ceiling(16, CAUSAL_SEQ_LEN)
     one = train_causal_without_positions(1, rng=np.random.default_rng(0))
@@ -172,9 +173,24 @@ def test_one_causal_layer_stays_under_the_prefix_ceiling_and_two_go_above_it():
     assert np.nanmean(two.ablated[1:]) <= np.nanmean(ceiling[1:]) + 0.02
     probe = position_probe(two.params, two.config, np.random.default_rng(10))
     assert abs(probe[0]) < 0.02 < 0.3 < probe[1]  # embeddings: nothing; layer 1: position
-    # layer 1 spreads its weight evenly; a head of layer 2 leans on the previous key
+    # layer 1's ratio is what symmetry gives, whatever the head does; a head of layer 2
+    # leans on the previous key
     ratio = previous_position_attention(two.params, two.config, np.random.default_rng(11))
-    assert np.all(np.abs(ratio[0] - 1) < 0.15) and ratio[1].max() > 1.3
+    heads = first_layer_heads(two.params, two.config, np.random.default_rng(11))
+    np.testing.assert_allclose(ratio[0], heads.symmetric, atol=0.05)
+    assert ratio[1].max() > 1.3
+    # seed 0's head 0 is sharply peaked (normalised entropy 0.23), yet its ratio is 1.0
+    assert heads.entropy.min() < 0.5 and heads.top_weight.max() > 5
+    assert abs(ratio[0][heads.entropy.argmin()] - 1) < 0.05
+    # that head alone writes position; heads made even (W_Q = 0) write none
+    assert heads.probe.max() > 0.2
+    even = dict(two.params)
+    even[layer_keys(0)[0]] = np.zeros_like(two.params[layer_keys(0)[0]])
+    assert abs(position_probe(even, two.config, np.random.default_rng(10))[1]) < 0.02
+    # ... yet a layer 1 made even still passes order on: above the one-layer ceiling at
+    # every position (measured 0.45 on positions 2-15), below the model as trained
+    assert np.all(two.even[2:] > ceiling[2:])
+    assert np.nanmean(two.even[2:]) < np.nanmean(two.accuracy[2:]) - 0.05
 
 
 def test_previous_position_attention_is_one_for_a_head_with_equal_scores():
@@ -187,9 +203,33 @@ def test_previous_position_attention_is_one_for_a_head_with_equal_scores():
     np.testing.assert_allclose(ratio[0], 1.0, rtol=1e-5)
 
 
-def test_previous_position_attention_refuses_a_model_without_a_causal_mask():
+def test_first_layer_heads_of_an_even_head_are_one_and_its_probe_reads_nothing():
+    config = causal_config(2)
+    params = init_params(config, np.random.default_rng(5))
+    w_q = layer_keys(0)[0]
+    params[w_q] = np.zeros_like(params[w_q])  # layer 0: every score equal
+    heads = first_layer_heads(params, config, np.random.default_rng(6), n_rows=64)
+    for value in heads[:4]:  # entropy, top weight, own weight, symmetric ratio
+        assert value.shape == (config.n_heads,)
+        np.testing.assert_allclose(value, 1.0, rtol=1e-5)
+    assert np.all(np.abs(heads.probe) < 0.05)  # the mean of the values: no position
+
+
+def test_first_layer_heads_keeps_one_head_by_its_rows_of_w_o():
+    """Keeping head 0 and keeping head 1 give different probes; the caller's params stay."""
+    config = causal_config(2)
+    params = init_params(config, np.random.default_rng(3))
+    before = {key: np.array(value, copy=True) for key, value in params.items()}
+    heads = first_layer_heads(params, config, np.random.default_rng(4), n_rows=64)
+    assert heads.probe[0] != heads.probe[1]
+    for key, value in params.items():
+        np.testing.assert_array_equal(value, before[key])
+
+
+@pytest.mark.parametrize("function", [previous_position_attention, first_layer_heads])
+def test_head_measures_refuse_a_model_without_a_causal_mask(function):
     config = ModelConfig(vocab_size=8, d_model=8, n_heads=2, n_layers=1, max_len=16,
                          positional="none", causal=False)
     with pytest.raises(ValueError, match="causal=False"):
-        previous_position_attention(init_params(config, np.random.default_rng(0)), config,
-                                    np.random.default_rng(1))
+        function(init_params(config, np.random.default_rng(0)), config,
+                 np.random.default_rng(1))

@@ -14,6 +14,7 @@ from attnlab.experiments.learned_positions import (
     extend_table,
     positional_scores,
     row_movement,
+    score_terms_by_offset,
     similarity_by_lag,
     train_short,
 )
@@ -244,3 +245,66 @@ def test_attention_on_previous_row_finds_every_copy_and_sums_to_the_direct_weigh
     with pytest.raises(ValueError, match="causal=False"):
         attention_on_previous_row(result.params, dataclasses.replace(config, causal=False),
                                   TRAIN_LEN, np.random.default_rng(0))
+
+
+def test_score_terms_by_offset_add_up_to_the_models_scores():
+    """The four terms, summed, are each head's scaled score at the keys i, i−1, i−2, i−3."""
+    from attnlab.attention import split_heads
+    from attnlab.model import init_params, layer_weights
+
+    config = LEARNED_CONFIG
+    params = init_params(config, np.random.default_rng(3))
+    terms = score_terms_by_offset(params, config, np.random.default_rng(4), n_rows=8)
+    assert terms.shape == (4, config.n_heads, 4)
+    batch = PreviousToken(vocab_size=config.vocab_size)(np.random.default_rng(4), 8, TRAIN_LEN)
+    x = params["embed"][batch.tokens] + params["pos"][:TRAIN_LEN]  # (B, T, D)
+    proj = layer_weights(params, 0)
+    q = split_heads(x.astype(np.float64) @ proj.w_q, config.n_heads)  # (B, H, T, Dh)
+    k = split_heads(x.astype(np.float64) @ proj.w_k, config.n_heads)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(config.d_head)  # (B, H, T, T)
+    i = np.arange(3, TRAIN_LEN)
+    expected = np.stack([scores[:, :, i, i - offset].mean(axis=(0, 2))
+                         for offset in range(4)], axis=-1)  # (H, 4)
+    np.testing.assert_allclose(terms.sum(axis=0), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_score_terms_by_offset_without_positions_has_only_the_token_term():
+    from attnlab.model import init_params
+
+    params = init_params(LEARNED_CONFIG, np.random.default_rng(5))
+    params["pos"] = np.zeros_like(params["pos"])
+    terms = score_terms_by_offset(params, LEARNED_CONFIG, np.random.default_rng(6), n_rows=4)
+    np.testing.assert_array_equal(terms[1:], 0.0)
+    assert np.all(terms[0] != 0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(max_offset=16), "max_offset=16"),
+    (dict(seq_len=65), "seq_len=65"),
+    (dict(n_rows=0), "n_rows"),
+])
+def test_score_terms_by_offset_refuses_what_it_cannot_split(kwargs, message):
+    from attnlab.model import init_params
+
+    params = init_params(LEARNED_CONFIG, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=message):
+        score_terms_by_offset(params, LEARNED_CONFIG, np.random.default_rng(1), **kwargs)
+
+
+def test_a_table_started_small_is_a_ramp_interpolation_keeps_and_copying_breaks():
+    """Seed 0 at 0.02 (the chapter's five runs are asserted in the notebook): the recency
+    ramp of the token–position term minus the token–token self-penalty picks i − 1, and
+    past the trained block interpolation stays far above copying."""
+    run = train_short(np.random.default_rng(0), pos_std=0.02)
+    terms = score_terms_by_offset(run.params, LEARNED_CONFIG, np.random.default_rng(1),
+                                  n_rows=64)
+    assert np.all(np.diff(terms[1], axis=1) < 0)  # token–position: nearer keys higher
+    assert np.all(terms[0][:, 0] < terms[0][:, 1] - 1)  # token–token: self-penalty
+    assert np.all(terms.sum(axis=0).argmax(axis=1) == 1)
+    blocks = {}
+    for method in ("copy", "interpolate"):
+        longer = extend_table(run.params["pos"][:TRAIN_LEN], LEARNED_CONFIG.max_len, method)
+        acc = accuracy_by_position(dict(run.params, pos=longer), LEARNED_CONFIG,
+                                   LEARNED_CONFIG.max_len, np.random.default_rng(2))
+        blocks[method] = np.nanmean(acc[TRAIN_LEN:])
+    assert blocks["copy"] < 0.15 and blocks["interpolate"] > 0.4

@@ -23,7 +23,14 @@ import numpy as np
 
 from attnlab._validate import generator, positive_int
 from attnlab.attention import MHAWeights, causal_mask, multi_head_attention
-from attnlab.model import ModelConfig, check_config, forward, layer_weights
+from attnlab.model import (
+    ModelConfig,
+    check_config,
+    forward,
+    layer_keys,
+    layer_weights,
+)
+from attnlab.parallel import _one_blas_thread
 from attnlab.tasks import PreviousToken
 from attnlab.training import evaluate, train
 
@@ -39,7 +46,7 @@ NO_ORDER_LR = 1e-2
 #: Rows of the fresh batch each trained model is evaluated on.
 NO_ORDER_EVAL_ROWS = 512
 #: Seeds of the chapter's runs (one generator each).
-NO_ORDER_SEEDS = (0, 1, 2)
+NO_ORDER_SEEDS = (0, 1, 2, 3, 4)
 
 
 def _binomial_product(a: list[int], b: list[int], n: int) -> list[int]:
@@ -262,6 +269,7 @@ class CausalRun(NamedTuple):
     loss: np.ndarray  # (steps,) training loss per step
     accuracy: np.ndarray  # (T,) accuracy at each position on a fresh batch; NaN at 0
     ablated: np.ndarray  # (T,) the same with every head of layer 0 switched off
+    even: np.ndarray  # (T,) the same with layer 0's W_Q = 0: every head of it even
 
 
 def causal_config(n_layers: int) -> ModelConfig:
@@ -299,8 +307,10 @@ def train_causal_without_positions(
     -------
     CausalRun
         The loss curve, and the accuracy at each position on a fresh batch of
-        ``CAUSAL_EVAL_ROWS`` rows: as trained, and with the heads of the first layer
-        switched off (the later layers then read the token embeddings only).
+        ``CAUSAL_EVAL_ROWS`` rows: as trained, with the heads of the first layer
+        switched off (the later layers then read the token embeddings only), and with
+        the first layer's ``W_Q`` set to 0 (no retraining: every score of the first
+        layer is equal, so each of its heads averages the values it may see).
 
     Taught in chapter 05.
     """
@@ -311,9 +321,12 @@ def train_causal_without_positions(
                    seq_len=CAUSAL_SEQ_LEN, lr=CAUSAL_LR)
     batch = task(eval_rng, CAUSAL_EVAL_ROWS, CAUSAL_SEQ_LEN)
     first_layer = [(0, head) for head in range(config.n_heads)]
+    even = dict(result.params)  # the first layer with W_Q = 0: every score equal
+    even[layer_keys(0)[0]] = np.zeros_like(result.params[layer_keys(0)[0]])
     return CausalRun(config, result.params, result.loss,
                      _accuracy_at_each_position(result.params, batch, config),
-                     _accuracy_at_each_position(result.params, batch, config, first_layer))
+                     _accuracy_at_each_position(result.params, batch, config, first_layer),
+                     _accuracy_at_each_position(even, batch, config))
 
 
 def residual_stream(params: dict, tokens: np.ndarray, config: ModelConfig,
@@ -359,6 +372,7 @@ def residual_stream(params: dict, tokens: np.ndarray, config: ModelConfig,
     return x
 
 
+@_one_blas_thread  # small products: a second BLAS thread only waits
 def position_probe(params: dict, config: ModelConfig, rng: np.random.Generator,
                    n_rows: int = 400) -> np.ndarray:
     """How much of the position a linear map reads from the residual stream, layer by layer.
@@ -411,6 +425,13 @@ def previous_position_attention(params: dict, config: ModelConfig,
     it sees (every score equal) scores 1; a head that looks only at i − 1 scores the mean
     of i + 1, about 10 at T = 16.
 
+    In the first layer of a model without positions, on rows of independent tokens, the
+    ratio is about 1 whatever the head does: the keys other than the query's own are
+    exchangeable there, so on average each gets the same share of the weight the query
+    does not keep for itself. It says nothing about how evenly such a head spreads its
+    weight (:func:`first_layer_heads` measures that); it is informative from the second
+    layer on, where the keys carry what the first layer wrote.
+
     Parameters
     ----------
     params : dict
@@ -441,3 +462,79 @@ def previous_position_attention(params: dict, config: ModelConfig,
         on_previous = np.asarray(weights, dtype=np.float64)[:, :, i, i - 1]  # (B, H, T - 2)
         ratios.append((on_previous * (i + 1)).mean(axis=(0, 2)))  # (H,)
     return np.array(ratios)
+
+
+class FirstLayerHeads(NamedTuple):
+    """What each head of the first layer does (what :func:`first_layer_heads` returns)."""
+
+    entropy: np.ndarray  # (H,) normalised entropy of the weights: 1 = even, 0 = one key
+    top_weight: np.ndarray  # (H,) largest weight × (i + 1): 1 = even, i + 1 = one key
+    self_weight: np.ndarray  # (H,) weight on the query's own key × (i + 1)
+    symmetric: np.ndarray  # (H,) (1 − own weight)·(i + 1)/i: the i − 1 ratio by symmetry
+    probe: np.ndarray  # (H,) position_probe's R² after layer 1 with this head alone
+
+
+def _one_head_kept(params: dict, config: ModelConfig, head: int) -> dict:
+    """A copy of ``params`` whose first layer writes only ``head``'s output."""
+    params = dict(params)
+    key = layer_keys(0)[3]  # the first layer's w_o: (D, D), rows = the heads' outputs
+    w_o = np.array(params[key], copy=True)  # (D, D)
+    rows = np.arange(config.d_model) // config.d_head  # (D,): the head of each row
+    w_o[rows != head] = 0.0  # the other heads write nothing
+    params[key] = w_o
+    return params
+
+
+@_one_blas_thread  # small products: a second BLAS thread only waits
+def first_layer_heads(params: dict, config: ModelConfig, rng: np.random.Generator,
+                      n_rows: int = 512) -> FirstLayerHeads:
+    """How sharply each first-layer head attends, and how much position it writes alone.
+
+    On ``n_rows`` fresh rows, for the queries i = 2 … T − 1 (averaged over rows and
+    queries): the entropy of the query's weights divided by ``log(i + 1)``, its largest
+    weight times i + 1, and its weight on its own key times i + 1. A head that spreads
+    its weight evenly scores 1 on all three. ``symmetric`` is what
+    :func:`previous_position_attention` gives if the weight the query does not keep for
+    itself is shared evenly, on average, by the other i keys: ``(1 − w_ii)(i + 1)/i``.
+    Then :func:`position_probe` after layer 1
+    with every other head of the layer switched off (its rows of ``W_O`` set to 0).
+
+    Parameters
+    ----------
+    params : dict
+    config : ModelConfig
+        A causal model without positions.
+    rng : np.random.Generator
+        Draws the rows, then the probe's batches.
+    n_rows : int
+
+    Returns
+    -------
+    FirstLayerHeads
+        Five arrays of shape (H,).
+
+    Taught in chapter 05.
+    """
+    config = check_config(config)
+    if not config.causal:
+        raise ValueError(f"causal={config.causal!r} のモデルには使えません"
+                         "（因果マスクのあるモデル用です）")
+    rng = generator(rng)
+    n_rows = positive_int(n_rows, "n_rows")
+    batch = PreviousToken(vocab_size=config.vocab_size)(rng, n_rows, CAUSAL_SEQ_LEN)
+    weights = np.asarray(forward(params, batch.tokens, config).attn[0],
+                         dtype=np.float64)  # (B, H, T, T)
+    i = np.arange(2, CAUSAL_SEQ_LEN)  # (T - 2,) queries with two or more keys before
+    rows = weights[:, :, i, :]  # (B, H, T - 2, T): 0 past the query
+    safe = np.where(rows > 0, rows, 1.0)  # log(1) = 0 where the weight is 0
+    entropy = -(rows * np.log(safe)).sum(axis=-1) / np.log(i + 1)  # (B, H, T - 2)
+    top = rows.max(axis=-1) * (i + 1)  # (B, H, T - 2)
+    own = weights[:, :, i, i] * (i + 1)  # (B, H, T - 2)
+    symmetric = (1 - weights[:, :, i, i]) * (i + 1) / i  # (B, H, T - 2)
+    seed = rng.integers(2**32)  # the probe reads the same rows for every head
+    probe = [position_probe(_one_head_kept(params, config, head), config,
+                            np.random.default_rng(seed))[1]
+             for head in range(config.n_heads)]
+    return FirstLayerHeads(entropy.mean(axis=(0, 2)), top.mean(axis=(0, 2)),
+                           own.mean(axis=(0, 2)), symmetric.mean(axis=(0, 2)),
+                           np.array(probe))

@@ -330,4 +330,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as attnlab.studies, not __main__: the studies' Study is that module's class
+    from attnlab.studies import main as studies_main
+
+    sys.exit(studies_main())

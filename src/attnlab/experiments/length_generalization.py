@@ -619,7 +619,7 @@ LENGTH_STUDY_CONFIG = {
     "batch_size": LENGTH_BATCH_SIZE,
     "eval_rows": LENGTH_EVAL_ROWS,
     "t5_n_buckets": 16, "t5_max_distance": LENGTH_TRAIN_LEN,
-    "curve_points": 40,
+    "curve_points": 50,
     "plateau": 0.005,
     # YaRN's band (α, β) rescaled to the toy: at L = 16 pair 0 turns 2.5 times, so the
     # paper's α = 1, β = 32 (for L = 2048–4096, where pair 0 turns 326–652 times) put

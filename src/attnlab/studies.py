@@ -76,8 +76,9 @@ class Study:
     replay : callable
         ``replay(config) -> config``: the config of the cheapest run(s) to recompute.
     tolerances : dict
-        Quantity (a key of ``values``) → absolute tolerance of a replay made on another
-        machine; a quantity without one must agree exactly.
+        Quantity (a key of ``values``, or its family: the part before ``/``) → absolute
+        tolerance of a replay made on another machine; a quantity without one must agree
+        exactly.
 
     Not taught: the record of one study.
     """
@@ -288,13 +289,20 @@ def replay_differences(name: str, stored: list, recomputed: list, *,
             if a.shape != b.shape:
                 problems.append(f"{key} {quantity}: 形が違います {a.shape} と {b.shape}")
                 continue
-            tolerance = 0.0 if exact else study.tolerances.get(quantity, 0.0)
+            tolerance = 0.0 if exact else _tolerance(study, quantity)
             gap = np.abs(a - b)
             same_nan = np.isnan(a) & np.isnan(b)
             if not np.all(same_nan | (gap <= tolerance)):
                 worst = float(np.nanmax(np.where(same_nan, 0.0, gap)))
                 problems.append(f"{key} {quantity}: 最大の差 {worst:.3g} > 許容 {tolerance:g}")
     return problems
+
+
+def _tolerance(study: Study, quantity: str) -> float:
+    """The study's tolerance of a quantity: its own, or that of its family (the part before
+    ``/``, e.g. ``accuracy`` for ``accuracy/RoPE+PI``), or 0."""
+    family = quantity.split("/")[0]
+    return float(study.tolerances.get(quantity, study.tolerances.get(family, 0.0)))
 
 
 def replay_is_exact(name: str, *, path: Path | None = None) -> bool:

@@ -427,7 +427,10 @@ def _cross_entropy(logits: np.ndarray, targets: np.ndarray):
 
 def t5_table_grad(d_bias: np.ndarray, T: int, config: ModelConfig) -> np.ndarray:
     """The gradient of the T5 table (H, n_buckets) from that of its bias (H, T, T): every
-    (i, j) of a bucket adds to the bucket's number."""
+    (i, j) of a bucket adds to the bucket's number.
+
+    Not taught: the last step of the backward pass of the T5 bias (chapter 10).
+    """
     buckets = t5_buckets(T, config.t5_n_buckets, config.t5_max_distance,
                          bidirectional=not config.causal)  # (T, T)
     one_hot = np.eye(config.t5_n_buckets, dtype=d_bias.dtype)[buckets]  # (T, T, n_buckets)

@@ -865,3 +865,57 @@ def _make_length_study():
 
 #: The study as :mod:`attnlab.studies` runs, loads and replays it.
 LENGTH_STUDY = _make_length_study()
+
+
+# --- reading the study's artefact (chapters 10 and 11) ---------------------------------------
+
+def study_values(artefact: dict, task: str, quantity: str) -> dict[str, np.ndarray]:
+    """One quantity of the study for every method, the seeds stacked.
+
+    Parameters
+    ----------
+    artefact : dict
+        What :func:`attnlab.studies.load_study` returns for ``"length_generalization"``.
+    task : str
+        A key of the study's ``config["tasks"]``.
+    quantity : str
+        ``"accuracy"`` (L, 2L, 4L), ``"far_weight"`` (per layer), ``"by_period"`` or
+        ``"curve"`` and ``"plateau_change"`` (per trained kind, labelled by the kind).
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        Method label → array (seeds, …), the seeds in the config's order.
+
+    Taught in chapter 10.
+    """
+    config = artefact["config"]
+    choice(task, "task", config["tasks"])
+    seeds = config["seeds"]
+    out: dict[str, list] = {}
+    for record in artefact["records"]:
+        key, values = record["key"], record["values"]
+        if key["task"] != task:
+            continue
+        for name, value in values.items():
+            family, _, label = name.partition("/")
+            if family != quantity:
+                continue
+            label = label or STUDY_KIND_LABELS[key["kind"]]
+            out.setdefault(label, [None] * len(seeds))[seeds.index(key["seed"])] = value
+    if not out:
+        raise ValueError(f"研究の結果に task={task!r} の {quantity!r} がありません")
+    return {label: np.array(rows, dtype=float) for label, rows in out.items()}
+
+
+def spread(values) -> tuple[float, float, float, float]:
+    """Mean, minimum, maximum and standard error (std with ddof=1 over √n) of seeds' values.
+
+    Taught in chapter 10.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 1 or len(values) < 2:
+        raise ValueError(f"values は 2 つ以上のシードの 1 次元の配列にしてください: "
+                         f"shape={values.shape}")
+    return (float(values.mean()), float(values.min()), float(values.max()),
+            float(values.std(ddof=1) / np.sqrt(len(values))))

@@ -668,7 +668,7 @@ def t5_bias(table: np.ndarray, seq_len: int, max_distance: int, *,
     np.ndarray
         Shape (H, T, T), added to the scaled scores as ALiBi's bias is.
 
-    Taught in chapter 10.
+    Not taught: the bias of the model's ``positional="t5"`` (chapter 10's study).
     """
     table = np.asarray(table)
     if table.ndim != 2:

@@ -201,7 +201,9 @@ def load_study(name: str, *, path: Path | None = None) -> dict:
         The artefact: ``config``, ``records`` (each ``{"key": …, "values": …}``) and the
         versions, wall time and date of the run.
 
-    Not taught: chapters call it to read their studies.
+    Chapters 10 and 11 read chapter 10's study with it.
+
+    Taught in chapter 10.
     """
     study = get_study(name)
     path = study_path(name) if path is None else Path(path)
@@ -316,7 +318,10 @@ def replay_is_exact(name: str, *, path: Path | None = None) -> bool:
 
 
 def main(argv=None) -> int:
-    """``python -m attnlab.studies NAME …`` (or ``--all``): run and write each artefact."""
+    """``python -m attnlab.studies NAME …`` (or ``--all``): run and write each artefact.
+
+    Not taught: ``make studies`` and ``make study-NAME`` call it.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m attnlab.studies",
         description="研究を全規模で実行し notebooks/studies/ に書きます")

@@ -7,8 +7,8 @@ With the causal mask only the keys ``j ≤ i`` are used, so only that part is co
 exactly: above the diagonal an answer may put the same bias, 0 or −inf, but not a
 positive bias that grows with the key's distance (``a(j − i)``: right under the causal
 mask, wrong in a model without it, where ALiBi lowers later keys too). As in chapter 01,
-the diagnosis is computed: the check builds what each typical mistake would return and says which one
-the answer matches.
+the diagnosis is computed: the check builds what each typical mistake would return and
+says which one the answer matches.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from attnlab import studies
-from attnlab.experiments.length_generalization import LENGTH_STUDY, LENGTH_STUDY_CONFIG
+from attnlab.experiments.length_generalization import LENGTH_STUDY_CONFIG, _study_run
 
 NAME = "length_generalization"
 
@@ -54,7 +54,7 @@ def test_run_study_writes_json_with_the_config_versions_and_every_run(tiny_artef
 def test_a_run_on_the_cores_is_the_run_in_this_process(tiny_artefact):
     _, artefact = tiny_artefact
     config = tiny_config()
-    record = LENGTH_STUDY.run.__globals__["_study_run"](config, artefact["records"][1]["key"])
+    record = _study_run(config, artefact["records"][1]["key"])
     assert studies._json_ready(record) == artefact["records"][1]
 
 

@@ -595,13 +595,15 @@ def finetune_comparisons(runs: dict, task, factors=(4, 2),
 #: - ``kinds``: every trained kind of :data:`TRAINED_KINDS` plus the T5 bias; the RoPE
 #:   models are also evaluated with PI, NTK, YaRN and the YaRN ablations
 #:   (:data:`STUDY_ROPE_METHODS`).
-#: - ``steps``: one generous budget per task for every kind, chosen from pilot runs (at
-#:   that budget every kind's training accuracy changes by less than ``plateau`` between
-#:   the last two tenths of the run; the study records the curves and the change, and
-#:   the chapter shows them). Not tuned to any threshold of the results.
-#: - ``t5``: 16 buckets (8 exact distances 0–7, 8 log-spaced up to 16 = L), one table
-#:   per head shared by the layers, as T5 does; with max_distance = L every bucket is
-#:   trained, as in T5 (max_distance 128 < 512 trained tokens). T5 adds the bias to
+#: - ``steps``: one budget per task, the same for every kind, chosen from pilot runs of
+#:   RoPE and T5 (which flatten within half of it) and not tuned to any threshold of the
+#:   results. The study records every curve and the change between the last two tenths
+#:   of the run (``plateau``: flat below 0.005); the chapter shows them and says which
+#:   runs are still rising (on the repeated sequence: no positions and ALiBi).
+#: - ``t5``: 16 buckets (8 exact distances 0–7, 8 log-spaced up to 16 = L; at this size
+#:   the log-spaced half holds 8–15 one each and 15 and beyond share the last bucket), one
+#:   table per head shared by the layers, as T5 does; with max_distance = L every bucket
+#:   is trained, as in T5 (max_distance 128 < 512 trained tokens). T5 adds the bias to
 #:   the unscaled scores (its initialisation absorbs √Dh); here it is added to the
 #:   scaled scores, as ALiBi's is (the same family of functions).
 LENGTH_STUDY_CONFIG = {

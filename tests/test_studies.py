@@ -134,3 +134,13 @@ def test_the_committed_artefact_replays(name):
         f"研究 {name!r} の結果 {studies.study_path(name)} が今のコードと合いません"
         f"（{'ビット単位' if exact else '許容差'}で比較）。make study-{name} で作り直して"
         "コミットしてください:\n" + "\n".join(problems))
+
+
+def test_an_artefact_beside_the_notebook_is_found_when_the_package_is_not_editable(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(studies, "STUDY_DIR", tmp_path / "site-packages" / "notebooks")
+    monkeypatch.chdir(tmp_path)
+    assert studies.study_path(NAME) == studies.STUDY_DIR / f"{NAME}.json"  # neither: named
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / f"{NAME}.json").write_text("{}", encoding="utf-8")
+    assert studies.study_path(NAME) == tmp_path / "studies" / f"{NAME}.json"

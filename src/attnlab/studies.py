@@ -106,11 +106,15 @@ def get_study(name: str) -> Study:
 
 
 def study_path(name: str) -> Path:
-    """``notebooks/studies/{name}.json``.
+    """``notebooks/studies/{name}.json`` of the repository attnlab is installed from
+    (``pip install -e .``), or else ``studies/{name}.json`` beside the running notebook
+    (the current directory), if that exists.
 
     Not taught: where an artefact lives.
     """
-    return STUDY_DIR / f"{name}.json"
+    here = STUDY_DIR / f"{name}.json"
+    beside = Path.cwd() / "studies" / f"{name}.json"
+    return beside if not here.is_file() and beside.is_file() else here
 
 
 def _blas_info() -> list[dict]:

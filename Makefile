@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
         test-browser-built test-lab test-parity notebooks colab-cell typography budgets lab grade publish \
-        clean distclean
+        studies study-length_generalization clean distclean
 
 help:
 	@echo "make book       本を _build/html に作る"
@@ -20,6 +20,8 @@ help:
 	@echo "make test-browser  本をビルドし、全ページを headless Chromium で開いて確かめる"
 	@echo "make budgets    各章の Run All と make test の各段階の時間を表示する（テストではない）"
 	@echo "make test-parity  numpy のコードを PyTorch と transformers に照らす（専用の .venv-parity）"
+	@echo "make studies    すべての研究（章より大きな実験）を全規模で実行し notebooks/studies/ に書く"
+	@echo "make study-length_generalization  第 10 章の研究だけ（2 コアで約 15〜30 分）"
 	@echo "make test-lab   JupyterLab でライブ図を実行し、headless Chromium で操作して図が動くか確かめる"
 	@echo "make grade SUBMISSIONS=フォルダー  提出されたノートブックを自己チェックで採点し、grades/ に表を書く"
 	@echo "make publish    厳格なビルドのあと、本を origin の gh-pages ブランチに公開する（REMOTE=名前 で別のリモート）"
@@ -169,6 +171,15 @@ typography: $(STAMP)
 # The time budgets: each chapter's Run All and the phases of make test, printed (not a test).
 budgets: warm
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m benchmarks.budgets --chapters --test
+
+# Studies (attnlab.studies): experiments at the scale their conclusions need, run on every
+# core (one BLAS thread per process) and written to notebooks/studies/NAME.json; commit it.
+STUDY_RUN = OPENBLAS_NUM_THREADS=1 nice -n 10 $(BIN)/python -m attnlab.studies
+studies: $(STAMP)
+	$(STUDY_RUN) --all
+
+study-length_generalization: $(STAMP)
+	$(STUDY_RUN) length_generalization
 
 clean:
 	rm -rf _build student grades screenshots .pytest_cache .ruff_cache .hypothesis

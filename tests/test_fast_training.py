@@ -101,6 +101,9 @@ NON_DEFAULT = {
                      for scaling in ROPE_SCALINGS if scaling != "pi"],
     "rope_original_max_len": [dict(positional="rope", rope_scaling="yarn", rope_scale=4.0,
                                    rope_original_max_len=4)],
+    "t5_n_buckets": [dict(positional="t5", t5_n_buckets=8),
+                     dict(positional="t5", t5_n_buckets=6, causal=False)],
+    "t5_max_distance": [dict(positional="t5", t5_n_buckets=4, t5_max_distance=5)],
 }
 FIELD_CASES = [(name, variant) for name, variants in NON_DEFAULT.items()
                for variant in variants]

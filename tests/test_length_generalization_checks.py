@@ -92,8 +92,12 @@ MISTAKES = [
     (with_slopes(lambda n: 0.5 ** np.arange(1, n + 1)), "ヘッドの数に関係なく"),
     (with_slopes(lambda n: RIGHT(n)[::-1]), "順番が逆"),
     (with_slopes(lambda n: np.ones(n)), "同じ傾き"),
+    (with_slopes(lambda n: np.full(n, 0.5)), "同じ傾き"),  # any one slope, not only 1
+    (with_slopes(lambda n: np.full(n, 0.3), sign=+1.0), "同じ傾き"),
+    (lambda n, t: -RIGHT(n)[:, None, None] * np.subtract.outer(np.arange(t), np.arange(t)),
+     "j > i"),  # a·(j − i): right below the diagonal, growing above it
     (with_slopes(lambda n: 0.5 ** np.arange(1, n + 1), sign=+1.0), "符号が逆"),
-    (with_slopes(lambda n: np.full(n, 0.3)), "値が正しくありません"),
+    (with_slopes(lambda n: np.linspace(0.3, 0.1, n)), "値が正しくありません"),
     (lambda n, t: vectorised(n, t) - 1.0, "距離 0"),
     (lambda n, t: vectorised(n, t).transpose(1, 2, 0), "ヘッドの軸を先頭"),
     (lambda n, t: vectorised(n, t)[0], "形が"),

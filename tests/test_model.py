@@ -2,6 +2,7 @@
 Adam, train, evaluation, ablation and pruning."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -107,6 +108,8 @@ def forward_from_attention_module(params, tokens, config):
         x = x + params["pos"][:T]
     mask = causal_mask(T) if config.causal else None
     bias = alibi_bias(config.n_heads, T) if config.positional == "alibi" else None
+    if config.positional == "t5":
+        bias = params["t5_bias"][:, t5_buckets_by_loop(T, config)]  # (H, T, T)
     attns = []
     for layer in range(config.n_layers):
         weights = layer_weights(params, layer)
@@ -115,6 +118,55 @@ def forward_from_attention_module(params, tokens, config):
         x = x + out
         attns.append(attn)
     return x @ params["unembed"], attns
+
+
+def t5_buckets_by_loop(T: int, config) -> np.ndarray:
+    """T5's ``_relative_position_bucket`` (Raffel et al. 2020's code), one pair at a time."""
+    out = np.zeros((T, T), dtype=int)
+    for i in range(T):
+        for j in range(T):
+            n, bucket, rel = config.t5_n_buckets, 0, j - i
+            if not config.causal:
+                n //= 2
+                bucket += n if rel > 0 else 0
+                rel = abs(rel)
+            else:
+                rel = -min(rel, 0)
+            exact = n // 2
+            if rel < exact:
+                out[i, j] = bucket + rel
+            else:
+                far = exact + int(math.log(rel / exact) / math.log(config.t5_max_distance / exact)
+                                  * (n - exact))
+                out[i, j] = bucket + min(far, n - 1)
+    return out
+
+
+def test_t5_buckets_follow_the_t5_code():
+    from attnlab.positional import t5_buckets
+    for causal in (True, False):
+        for n, far in ((32, 128), (16, 16), (8, 20), (4, 3)):
+            config = small(positional="t5", causal=causal, t5_n_buckets=n, t5_max_distance=far)
+            np.testing.assert_array_equal(
+                t5_buckets(40, n, far, bidirectional=not causal), t5_buckets_by_loop(40, config))
+    # T5's own configuration, causal: distances 0–15 exact, 128 and beyond in bucket 31
+    causal = t5_buckets(200, 32, 128)
+    assert list(causal[15, :16][::-1]) == list(range(16))
+    assert causal[199, 199 - 128] == 31 and causal[199, 0] == 31 and causal[199, 199 - 100] == 30
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_t5_bias_gradient_matches_finite_differences_across_log_buckets(causal):
+    # 4 buckets per direction up to distance 3: T = 5 reaches the exact, the log-spaced
+    # and the clamped buckets; the table is shared by both layers
+    config = small(positional="t5", causal=causal, t5_n_buckets=8 if not causal else 4,
+                   t5_max_distance=3)
+    assert numerical_gradient_error(config) < 1e-6
+
+
+def test_t5_kind_is_rejected_with_too_few_distances():
+    with pytest.raises(ValueError, match="max_distance"):
+        small(positional="t5", t5_n_buckets=8, t5_max_distance=4)
 
 
 @pytest.mark.parametrize("setting", ALL_SETTINGS, ids=setting_id)

@@ -53,9 +53,16 @@ from attnlab.model import (
     layer_keys,
     layer_weights,
     param_shapes,
+    t5_table_grad,
 )
 from attnlab.parallel import _one_blas_thread
-from attnlab.positional import RoPE, alibi_bias, lookup_positions, sinusoidal_encoding
+from attnlab.positional import (
+    RoPE,
+    alibi_bias,
+    lookup_positions,
+    sinusoidal_encoding,
+    t5_bias,
+)
 
 _ALLOCATOR_SET = False
 
@@ -407,6 +414,11 @@ def _layers(params, x, config, keep, inputs: _Inputs | None = None,
     rope = config.rope
     offset = _score_offset(config.n_heads, T, bool(config.causal),
                            config.positional == "alibi", config.dtype)
+    if config.positional == "t5":  # learned: made anew each pass, shared by the layers
+        offset = t5_bias(params["t5_bias"], T, config.t5_max_distance,
+                         bidirectional=not config.causal)  # (H, T, T)
+        if config.causal:
+            offset = np.where(causal_mask(T), offset, -np.inf).astype(config.dtype)
     if offset is not None and len(offset) > 1:
         offset = offset.reshape(config.n_kv_heads, -1, T, T)  # (Hkv, G, T, T) as the scores
     steps = _Steps(offset, None if rope is None else _rope_tables(rope, T, config.d_head,
@@ -476,6 +488,8 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
     row_dot = (d_concat * concat).reshape(-1, Dh) @ _ones(Dh, d_y.dtype)
     d_attn -= row_dot.reshape(B, T, Hkv, G, 1).transpose(0, 2, 3, 1, 4)
     d_attn *= attn  # dS (B, Hkv, G, T, T)
+    if config.positional == "t5":  # the bias is added to S: dbias = dS, summed over B
+        grads["t5_bias"] = grads.get("t5_bias", 0.0) + d_attn.sum(axis=0).reshape(H, T, T)
     # S = q kᵀ, with q already divided by √Dh
     d_q = np.empty_like(d_concat)  # (B·T, D)
     d_k = np.empty((B * T, Hkv * Dh), dtype=d_y.dtype)  # (B·T, Hkv·Dh)
@@ -574,6 +588,8 @@ def loss_grads_accuracy(params, batch, config, *, ablate=None):
                               chosen if last else None)
     # the first block took x = embed[tokens] + pos and gave the gradients of both parts
     grads["embed"], d_pos = d_x  # (V, D), (T, D) or None
+    if config.positional == "t5":  # every layer's dbias (H, T, T) to the table's buckets
+        grads["t5_bias"] = t5_table_grad(grads["t5_bias"], T, config)
     if config.positional == "learned":
         grads["pos"] = np.zeros_like(params["pos"])
         grads["pos"][:T] = d_pos  # rows past T get no gradient

@@ -67,10 +67,12 @@ from attnlab.positional import (
     alibi_bias,
     lookup_positions,
     sinusoidal_encoding,
+    t5_bias,
+    t5_buckets,
 )
 from attnlab.tasks import Batch
 
-POSITIONAL = ("none", "sinusoidal", "learned", "rope", "alibi")
+POSITIONAL = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
 DTYPES = ("float32", "float64")
 
 
@@ -94,9 +96,10 @@ class ModelConfig:
         The longest sequence the model accepts with learned positions (the table has
         this many rows). Other schemes accept any length; for them ``max_len`` only
         serves as YaRN's trained length when ``rope_original_max_len`` is None.
-    positional : {"none", "sinusoidal", "learned", "rope", "alibi"}
+    positional : {"none", "sinusoidal", "learned", "rope", "alibi", "t5"}
         How positions enter: added to the embeddings (sinusoidal, learned), rotating q
-        and k (rope), a score bias (alibi), or not at all (none).
+        and k (rope), a fixed score bias (alibi), a learned score bias per distance
+        bucket (t5), or not at all (none).
     n_kv_heads : int, optional
         Hkv for grouped-query attention; must divide ``n_heads``. None is stored as H.
     causal : bool
@@ -114,6 +117,10 @@ class ModelConfig:
         (``"yarn_no_temp"``).
     rope_original_max_len : int, optional
         The trained length the three YaRN scalings need; None means ``max_len``.
+    t5_n_buckets, t5_max_distance : int
+        The T5 bias's buckets and where their log spacing ends
+        (:func:`attnlab.positional.t5_buckets`); one learned number per bucket and head,
+        the same table in every layer, as in T5. Chapter 10.
     dtype : {"float32", "float64"}
         The precision of parameters and activations.
 
@@ -133,6 +140,8 @@ class ModelConfig:
     dtype: str = "float32"
     rope_scaling: str = "pi"
     rope_original_max_len: int | None = None
+    t5_n_buckets: int = 16
+    t5_max_distance: int = 16
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "max_len"):
@@ -153,6 +162,9 @@ class ModelConfig:
             positive_int(self.rope_original_max_len, "rope_original_max_len")
         if self.positional == "rope":
             rope_head(self.d_head, f"d_model={self.d_model}, n_heads={self.n_heads}")
+        if self.positional == "t5":  # the buckets' own checks
+            t5_buckets(1, self.t5_n_buckets, self.t5_max_distance,
+                       bidirectional=not self.causal)
 
     @property
     def heads(self) -> HeadCounts:
@@ -226,6 +238,8 @@ def param_shapes(config: ModelConfig) -> dict[str, tuple[int, int]]:
         w_q, w_k, w_v, w_o = layer_keys(layer)
         shapes.update({w_q: (D, D), w_k: (D, d_kv), w_v: (D, d_kv), w_o: (D, D)})
     shapes["unembed"] = (D, V)
+    if config.positional == "t5":
+        shapes["t5_bias"] = (config.n_heads, config.t5_n_buckets)
     return shapes
 
 
@@ -257,6 +271,9 @@ def init_params(config: ModelConfig, rng: np.random.Generator) -> dict[str, np.n
         weights = init_mha(D, config.n_heads, config.n_kv_heads, rng=rng)
         params.update(zip(layer_keys(layer), weights, strict=True))
     params["unembed"] = rng.standard_normal((D, V)) / math.sqrt(D)
+    if config.positional == "t5":  # drawn last: the other kinds draw as before
+        H, n_buckets = config.n_heads, config.t5_n_buckets
+        params["t5_bias"] = rng.standard_normal((H, n_buckets)) / math.sqrt(D)
     return {name: value.astype(config.dtype) for name, value in params.items()}
 
 
@@ -317,6 +334,9 @@ def _layers(params, x: np.ndarray, config: ModelConfig, keep: dict):
     mask = causal_mask(T) if config.causal else None  # (T, T)
     bias = (alibi_bias(config.n_heads, T, dtype=config.dtype)
             if config.positional == "alibi" else None)  # (H, T, T)
+    if config.positional == "t5":  # one table for every layer, as in T5
+        bias = t5_bias(params["t5_bias"], T, config.t5_max_distance,
+                       bidirectional=not config.causal)  # (H, T, T)
     # RoPE's angles are the same in every block: their cos and sin, (T, Dh/2) each, once
     rope = (config.rope.tables(T, config.d_head, config.dtype)
             if config.positional == "rope" else None)
@@ -411,10 +431,23 @@ def _cross_entropy(logits: np.ndarray, targets: np.ndarray):
 
 # --- backward -------------------------------------------------------------------------------
 
+def t5_table_grad(d_bias: np.ndarray, T: int, config: ModelConfig) -> np.ndarray:
+    """The gradient of the T5 table (H, n_buckets) from that of its bias (H, T, T): every
+    (i, j) of a bucket adds to the bucket's number.
+
+    Not taught: the last step of the backward pass of the T5 bias (chapter 10).
+    """
+    buckets = t5_buckets(T, config.t5_n_buckets, config.t5_max_distance,
+                         bidirectional=not config.causal)  # (T, T)
+    one_hot = np.eye(config.t5_n_buckets, dtype=d_bias.dtype)[buckets]  # (T, T, n_buckets)
+    return d_bias.reshape(len(d_bias), T * T) @ one_hot.reshape(T * T, -1)  # (H, n_buckets)
+
+
 def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: ModelConfig,
-                    keep, rope: RoPETables | None = None) -> tuple[np.ndarray, MHAWeights]:
-    """One block ``y = x + MHA(x)`` backwards: dL/dx (B, T, D) and the gradients of its
-    four matrices, from dL/dy (B, T, D).
+                    keep, rope: RoPETables | None = None
+                    ) -> tuple[np.ndarray, MHAWeights, np.ndarray]:
+    """One block ``y = x + MHA(x)`` backwards: dL/dx (B, T, D), the gradients of its
+    four matrices, and dL/dbias (H, T, T) summed over the batch, from dL/dy (B, T, D).
 
     ``result`` is what :func:`attnlab.attention.attention_pass` kept, and ``rope`` the
     RoPE tables the forward pass turned q and k by (None without RoPE). Each step below
@@ -450,6 +483,7 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
     d_v = (attn.mT @ d_heads_out).sum(axis=2)  # dv (B, Hkv, T, Dh): the group's sum
     # A = softmax(S), row by row; hidden keys have A = 0 and get no gradient
     d_scores = attn * (d_attn - (attn * d_attn).sum(axis=-1, keepdims=True))  # dS
+    d_bias = d_scores.sum(axis=0).reshape(H, T, T)  # the bias is added to S: dbias = dS
     # S = q kᵀ / √Dh
     d_scores = d_scores / math.sqrt(Dh)  # (B, Hkv, G, T, T)
     d_q = (d_scores @ result.k).reshape(B, H, T, Dh)  # dq (B, H, T, Dh)
@@ -467,7 +501,7 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
         w_o=d_w_o,
     )
     d_x = d_y + d_q @ w_q.T + d_k @ w_k.T + d_v @ w_v.T  # (B, T, D): dy is the residual path
-    return d_x, grads
+    return d_x, grads, d_bias
 
 
 def loss_and_grads(
@@ -532,11 +566,15 @@ def loss_grads_accuracy(params: dict, batch: Batch, config: ModelConfig, *, abla
     grads = {"unembed": trace.x.reshape(B * T, D).T @ d_logits.reshape(B * T, V)}  # (D, V)
     d_x = d_logits @ params["unembed"].T  # (B, T, D)
     # x = x + MHA(x) for every block, the last one first
+    d_bias = 0.0  # (H, T, T): every layer adds the same bias, so their gradients add up
     for layer in reversed(range(config.n_layers)):
-        d_x, d_weights = _block_backward(d_x, trace.inputs[layer], trace.passes[layer],
-                                         layer_weights(params, layer), config,
-                                         keep.get(layer), trace.rope)
+        d_x, d_weights, d_layer_bias = _block_backward(
+            d_x, trace.inputs[layer], trace.passes[layer], layer_weights(params, layer),
+            config, keep.get(layer), trace.rope)
         grads.update(zip(layer_keys(layer), d_weights, strict=True))
+        d_bias = d_bias + d_layer_bias
+    if config.positional == "t5":  # bias[h, i, j] = table[h, bucket(i, j)]
+        grads["t5_bias"] = t5_table_grad(d_bias, T, config)  # (H, n_buckets)
     # x = embed[tokens] + pos
     grads["embed"] = np.zeros_like(params["embed"])  # (V, D)
     np.add.at(grads["embed"], tokens, d_x)  # a token used twice collects both gradients

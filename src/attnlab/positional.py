@@ -646,6 +646,86 @@ def alibi_bias(n_heads: int, seq_len: int, dtype=np.float64) -> np.ndarray:
     return (-slopes[:, None, None] * distance).astype(dtype, copy=False)  # (H, T, T)
 
 
+
+def t5_buckets(seq_len: int, n_buckets: int, max_distance: int, *,
+               bidirectional: bool = False) -> np.ndarray:
+    """The T5 relative-position bucket of every (query i, key j): Raffel et al. (2020).
+
+    As T5 computes it (``_relative_position_bucket`` of the T5 code): with
+    ``bidirectional`` the buckets are split in two halves, one for keys before the query
+    and one for keys after it; causal (``bidirectional=False``), every bucket is for
+    keys at or before the query, and a later key (hidden by the mask anyway) shares the
+    bucket of distance 0. Of the n buckets of one direction, the first half holds the
+    distances 0, 1, …, n/2 − 1 one each; the second half is spaced logarithmically up to
+    ``max_distance``, and every farther distance falls into the last bucket.
+
+    Parameters
+    ----------
+    seq_len : int
+        T.
+    n_buckets : int
+        The number of buckets (T5: 32), even.
+    max_distance : int
+        Where the log-spaced buckets end (T5: 128).
+    bidirectional : bool
+        True for an encoder (keys on both sides), False for a causal decoder.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (T, T), int, in ``0 … n_buckets − 1``.
+
+    Taught in chapter 10.
+    """
+    seq_len = positive_int(seq_len, "seq_len")
+    n_buckets = even_int(n_buckets, "n_buckets")
+    max_distance = positive_int(max_distance, "max_distance")
+    pos = np.arange(seq_len)
+    relative = pos[None, :] - pos[:, None]  # (T, T): j − i
+    buckets = np.zeros((seq_len, seq_len), dtype=np.int64)
+    if bidirectional:
+        n_buckets //= 2
+        buckets += (relative > 0) * n_buckets  # keys after the query: the second half
+        distance = np.abs(relative)
+    else:
+        distance = np.maximum(-relative, 0)  # i − j, 0 for later keys
+    exact = n_buckets // 2
+    if max_distance <= exact:
+        raise ValueError(f"max_distance={max_distance} は正確なバケットの数 {exact} より"
+                         "大きい必要があります")
+    with np.errstate(divide="ignore"):
+        far = exact + (np.log(np.maximum(distance, 1) / exact)
+                       / math.log(max_distance / exact) * (n_buckets - exact)).astype(np.int64)
+    far = np.minimum(far, n_buckets - 1)
+    return buckets + np.where(distance < exact, distance, far)  # (T, T)
+
+
+def t5_bias(table: np.ndarray, seq_len: int, max_distance: int, *,
+            bidirectional: bool = False) -> np.ndarray:
+    """The T5 score bias: each head's learned number for the bucket of (i, j).
+
+    Parameters
+    ----------
+    table : np.ndarray
+        Shape (H, n_buckets): one learned scalar per bucket and head.
+    seq_len, max_distance, bidirectional
+        As for :func:`t5_buckets`.
+
+    Returns
+    -------
+    np.ndarray
+        Shape (H, T, T), added to the scaled scores as ALiBi's bias is.
+
+    Not taught: the bias of the model's ``positional="t5"`` (chapter 10's study).
+    """
+    table = np.asarray(table)
+    if table.ndim != 2:
+        raise ValueError(f"table は (H, バケット数) の配列にしてください: shape={table.shape}")
+    buckets = t5_buckets(seq_len, table.shape[1], max_distance,
+                         bidirectional=bidirectional)  # (T, T)
+    return table[:, buckets]  # (H, T, T)
+
+
 # --- context extension as Peng et al. write it, and as released models configure it ----------
 # transformers' names: rope_theta = base, rope_scaling["factor"] = scale,
 # original_max_position_embeddings = original_max_len, beta_fast / beta_slow = β / α,

@@ -3,10 +3,12 @@
 ALiBi (Press et al., 2022) adds ``−a_ℓ · |i − j|`` to the score of query i and key j in
 head ℓ (numbered from 0, as the book does), with the fixed slopes
 ``a_ℓ = 2^(−8(ℓ+1)/h)`` for h heads (h a power of two; the paper numbers heads from 1).
-With the causal mask only the keys ``j ≤ i`` are used, so only that part is compared:
-an answer may put anything above the diagonal. As in chapter 01, the diagnosis is
-computed: the check builds what each typical mistake would return and says which one
-the answer matches.
+With the causal mask only the keys ``j ≤ i`` are used, so only that part is compared
+exactly: above the diagonal an answer may put the same bias, 0 or −inf, but not a
+positive bias that grows with the key's distance (``a(j − i)``: right under the causal
+mask, wrong in a model without it, where ALiBi lowers later keys too). As in chapter 01,
+the diagnosis is computed: the check builds what each typical mistake would return and
+says which one the answer matches.
 """
 
 from __future__ import annotations
@@ -85,6 +87,14 @@ def _diagnose(value: np.ndarray, n_heads: int, seq_len: int, lower: np.ndarray) 
         if np.allclose(value[:, lower], candidate[:, lower], rtol=1e-5, atol=1e-7):
             parts = [_SLOPE_DIAGNOSES[variant]] if variant != "right" else []
             return "".join(([_SIGN] if sign < 0 else []) + parts)
+    one_back = -value[:, 1, 0]  # (H,) each head's slope, if the answer is −a·|i − j|
+    if np.allclose(one_back, one_back[0], rtol=1e-5, atol=1e-7) and one_back[0] != 0:
+        for sign in (1.0, -1.0):
+            candidate = sign * -one_back[0] * np.abs(np.subtract.outer(
+                np.arange(seq_len), np.arange(seq_len)))  # (T, T), one slope
+            if np.allclose(value[:, lower], np.broadcast_to(
+                    sign * candidate, value.shape)[:, lower], rtol=1e-5, atol=1e-7):
+                return ("" if sign > 0 else _SIGN) + _SLOPE_DIAGNOSES["same"]
     diagonal = value[:, np.arange(seq_len), np.arange(seq_len)]  # (H, T)
     if not np.allclose(diagonal, 0.0, atol=1e-7):
         return "距離 0（i = j）のバイアスが 0 になっていません。|i − j| を使っていますか。"
@@ -116,3 +126,11 @@ def check_alibi_bias(func) -> None:
         expected = alibi_bias(n_heads, seq_len)  # (H, T, T)
         if not np.allclose(value[:, lower], expected[:, lower], rtol=1e-5, atol=1e-7):
             raise Mistake(f"{case}で値が違います。" + _diagnose(value, n_heads, seq_len, lower))
+        later = value[:, ~lower]  # keys after the query, j > i
+        if np.any(np.isfinite(later) & (later > 1e-7)):
+            raise Mistake(
+                f"{case}で、クエリより後のキー（j > i）のバイアスが正になっています"
+                "（a·(j − i) のように距離に符号が付いています）。因果マスクのあるモデルでは"
+                "隠れる部分ですが、マスクのない（双方向の）モデルでは後ろの遠いキーほど"
+                "スコアが上がってしまいます。−a_ℓ · |i − j| と |i − j| を使ってください。"
+            )

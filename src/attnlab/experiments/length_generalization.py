@@ -578,3 +578,346 @@ def finetune_comparisons(runs: dict, task, factors=(4, 2),
                            cost=lambda call: call[5] * call[4]["marks"][-1]))
     return {factor: {name: np.stack([next(curves) for _ in runs]) for name in names}
             for factor, (names, _) in plans.items()}  # factor -> name -> (seeds, marks)
+
+
+# --- the study: every kind to a plateau, two tasks, five seeds (make study-length_generalization)
+
+#: The study behind chapter 10's conclusions, too large for a Run All: run once by
+#: ``make study-length_generalization`` and read by chapters 10 and 11 from
+#: ``notebooks/studies/length_generalization.json`` (:mod:`attnlab.studies`).
+#:
+#: - ``tasks``: the chapter's distance-1 task (copy the token one back) and a task whose
+#:   rule is a content-based read at distances that grow with the sequence:
+#:   :class:`attnlab.tasks.RepeatedSequence` (chapter 04's task; periods up to T/2, so
+#:   at 4L = 64 the token to read lies up to 32 = 2L back, beyond every trained
+#:   distance). Each task has its model depth, steps and learning rate: one layer
+#:   copies one back; a content read needs two (an induction head, chapter 04).
+#: - ``kinds``: every trained kind of :data:`TRAINED_KINDS` plus the T5 bias; the RoPE
+#:   models are also evaluated with PI, NTK, YaRN and the YaRN ablations
+#:   (:data:`STUDY_ROPE_METHODS`).
+#: - ``steps``: one budget per task, the same for every kind, chosen from pilot runs of
+#:   RoPE and T5 (which flatten within half of it) and not tuned to any threshold of the
+#:   results. The study records every curve and the change between the last two tenths
+#:   of the run (``plateau``: flat below 0.005); the chapter shows them and says which
+#:   runs are still rising (on the repeated sequence: no positions and ALiBi).
+#: - ``t5``: 16 buckets (8 exact distances 0–7, 8 log-spaced up to 16 = L; at this size
+#:   the log-spaced half holds 8–15 one each and 15 and beyond share the last bucket), one
+#:   table per head shared by the layers, as T5 does; with max_distance = L every bucket
+#:   is trained, as in T5 (max_distance 128 < 512 trained tokens). T5 adds the bias to
+#:   the unscaled scores (its initialisation absorbs √Dh); here it is added to the
+#:   scaled scores, as ALiBi's is (the same family of functions).
+LENGTH_STUDY_CONFIG = {
+    "tasks": {
+        "previous_token": {"task": "PreviousToken", "n_layers": 1, "steps": 1500,
+                           "lr": 0.01},
+        "repeated_sequence": {"task": "RepeatedSequence", "n_layers": 2, "steps": 1000,
+                              "lr": 0.003},
+    },
+    "kinds": ["none", "sinusoidal", "learned", "rope", "alibi", "t5"],
+    "seeds": [0, 1, 2, 3, 4],
+    "train_len": LENGTH_TRAIN_LEN,
+    "factors": list(LENGTH_FACTORS),
+    "vocab_size": 32, "d_model": 64, "n_heads": 8, "dtype": "float64",
+    "batch_size": LENGTH_BATCH_SIZE,
+    "eval_rows": LENGTH_EVAL_ROWS,
+    "t5_n_buckets": 16, "t5_max_distance": LENGTH_TRAIN_LEN,
+    "curve_points": 50,
+    "plateau": 0.005,
+    # YaRN's band (α, β) rescaled to the toy: at L = 16 pair 0 turns 2.5 times, so the
+    # paper's α = 1, β = 32 (for L = 2048–4096, where pair 0 turns 326–652 times) put
+    # every pair below β. β = 1 and α = β/32 keep the paper's ratio β/α = 32 and put
+    # pair 0 above β (kept), pair 1 inside the ramp and pairs 2–3 below α (interpolated),
+    # as the paper's values do for LLaMA's fast, middle and slow pairs.
+    "yarn_rescaled": {"beta_fast": 1.0, "beta_slow": 1.0 / 32},
+}
+#: The trained kinds of the study: ``positional`` of ModelConfig → label of the chapter.
+STUDY_KIND_LABELS = {"none": "位置なし", "sinusoidal": "正弦波", "learned": "学習（4L 行）",
+                     "rope": "RoPE", "alibi": "ALiBi", "t5": "T5 バイアス"}
+#: The methods evaluated on each trained RoPE model: label → (scaling, YaRN band or
+#: None). "縮小" is the band ``yarn_rescaled`` of the config.
+STUDY_ROPE_METHODS = {
+    "RoPE 外挿": (None, None),
+    "RoPE+PI": ("pi", None),
+    "RoPE+NTK": ("ntk", None),
+    "RoPE+YaRN": ("yarn", None),
+    "YaRN（論文のランプ）": ("yarn_turns", None),
+    "YaRN（温度なし）": ("yarn_no_temp", None),
+    "YaRN（α, β 縮小）": ("yarn", "rescaled"),
+    "YaRN（論文のランプ, α, β 縮小）": ("yarn_turns", "rescaled"),
+}
+#: Replay tolerances on another machine (another CPU kernel of the BLAS, or another
+#: numpy): training in float64 for thousands of steps, one rounding difference can move
+#: the parameters a little and an argmax over 32 logits can then flip at a few of the
+#: 960–3,072 scored positions. 0.005 is half of the last digit the chapters print: a
+#: replay within it cannot move a printed accuracy by more than one in its last digit.
+#: On the machine that made the artefact the replay must agree bit for bit.
+LENGTH_STUDY_TOLERANCES = {"accuracy": 0.005, "curve": 0.005, "plateau_change": 0.005,
+                           "far_weight": 0.005, "by_period": 0.01}
+
+
+@dataclasses.dataclass(frozen=True)
+class _BandConfig(ModelConfig):
+    """ModelConfig with YaRN's band (α, β) set: only for the study's rescaled ablation."""
+
+    yarn_beta_fast: float = 32.0
+    yarn_beta_slow: float = 1.0
+
+    @property
+    def rope(self):
+        rope = super().rope
+        if rope is None or rope.scaling == "pi":
+            return rope
+        return dataclasses.replace(rope, beta_fast=self.yarn_beta_fast,
+                                   beta_slow=self.yarn_beta_slow)
+
+
+def _study_task(name: str, config: dict):
+    """The task object of one entry of ``config["tasks"]``."""
+    from attnlab import tasks
+
+    spec = config["tasks"][name]
+    if spec["task"] == "PreviousToken":
+        return tasks.PreviousToken(vocab_size=config["vocab_size"])
+    return tasks.RepeatedSequence(vocab_size=config["vocab_size"])
+
+
+def check_length_study(config: dict) -> dict:
+    """The study's config, checked (a Japanese ValueError naming the key).
+
+    Not taught: the validation :func:`attnlab.studies.load_study` runs.
+    """
+    if not isinstance(config, dict):
+        raise ValueError(f"config は辞書である必要があります: {config!r}")
+    missing = sorted(set(LENGTH_STUDY_CONFIG) - set(config))
+    extra = sorted(set(config) - set(LENGTH_STUDY_CONFIG))
+    if missing or extra:
+        raise ValueError(f"config のキーが違います: 足りない {missing}, 余分 {extra}")
+    tasks_ = config["tasks"]
+    if not isinstance(tasks_, dict) or not tasks_:
+        raise ValueError(f"config['tasks'] は空でない辞書である必要があります: {tasks_!r}")
+    for name, spec in tasks_.items():
+        if not isinstance(spec, dict) or set(spec) != {"task", "n_layers", "steps", "lr"}:
+            raise ValueError(f"config['tasks'][{name!r}] には task, n_layers, steps, lr が"
+                             f"必要です: {spec!r}")
+        choice(spec["task"], f"config['tasks'][{name!r}]['task']",
+               ("PreviousToken", "RepeatedSequence"))
+        positive_int(spec["n_layers"], "n_layers")
+        positive_int(spec["steps"], "steps")
+        if not isinstance(spec["lr"], float) or not spec["lr"] > 0:
+            raise ValueError(f"config['tasks'][{name!r}]['lr'] は正の数です: {spec['lr']!r}")
+    kinds = config["kinds"]
+    if not isinstance(kinds, list) or not kinds:
+        raise ValueError(f"config['kinds'] は空でないリストです: {kinds!r}")
+    for kind in kinds:
+        choice(kind, "config['kinds'] の要素", STUDY_KIND_LABELS)
+    seeds = config["seeds"]
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+            or not all(isinstance(s, int) and s >= 0 for s in seeds)):
+        raise ValueError(f"config['seeds'] は重複のない 0 以上の整数のリストです: {seeds!r}")
+    for key in ("train_len", "vocab_size", "d_model", "n_heads", "batch_size", "eval_rows",
+                "t5_n_buckets", "t5_max_distance", "curve_points"):
+        positive_int(config[key], f"config['{key}']")
+    factors = config["factors"]
+    if not isinstance(factors, list) or factors[:1] != [1]:
+        raise ValueError(f"config['factors'] は 1 で始まるリストです: {factors!r}")
+    for factor in factors:
+        positive_int(factor, "config['factors'] の要素")
+    choice(config["dtype"], "config['dtype']", ("float32", "float64"))
+    for name, spec in tasks_.items():
+        if spec["steps"] % config["curve_points"]:
+            raise ValueError(f"config['tasks'][{name!r}]['steps']={spec['steps']} が "
+                             f"curve_points={config['curve_points']} で割り切れません")
+    band = config["yarn_rescaled"]
+    if not isinstance(band, dict) or set(band) != {"beta_fast", "beta_slow"}:
+        raise ValueError(f"config['yarn_rescaled'] には beta_fast と beta_slow が必要です: "
+                         f"{band!r}")
+    if not 0 < band["beta_slow"] < band["beta_fast"]:
+        raise ValueError(f"config['yarn_rescaled'] は 0 < beta_slow < beta_fast です: {band!r}")
+    if not 0 < config["plateau"] < 1:
+        raise ValueError(f"config['plateau'] は 0 と 1 の間です: {config['plateau']!r}")
+    _study_config(config, next(iter(tasks_)), kinds[0])  # the model settings validate
+    return config
+
+
+def _study_config(config: dict, task: str, kind: str) -> ModelConfig:
+    """The model of one (task, kind) of the study."""
+    L = config["train_len"]
+    return ModelConfig(vocab_size=config["vocab_size"], d_model=config["d_model"],
+                       n_heads=config["n_heads"], n_layers=config["tasks"][task]["n_layers"],
+                       dtype=config["dtype"], max_len=max(config["factors"]) * L,
+                       positional=kind, rope_original_max_len=L,
+                       t5_n_buckets=config["t5_n_buckets"],
+                       t5_max_distance=config["t5_max_distance"])
+
+
+def _study_methods(config: dict, kind: str) -> dict:
+    """Label → the setting maker ``(model config, eval_len) -> config`` of one kind."""
+    L = config["train_len"]
+    if kind != "rope":
+        return {STUDY_KIND_LABELS[kind]: lambda cfg, length: cfg}
+    band = config["yarn_rescaled"]
+    methods = {}
+    for label, (scaling, which) in STUDY_ROPE_METHODS.items():
+        def make(cfg, length, scaling=scaling, which=which):
+            cfg = method_config(cfg, scaling, L, length)
+            if which == "rescaled":
+                cfg = _BandConfig(**{f.name: getattr(cfg, f.name)
+                                     for f in dataclasses.fields(ModelConfig)},
+                                  yarn_beta_fast=band["beta_fast"],
+                                  yarn_beta_slow=band["beta_slow"])
+            return cfg
+        methods[label] = make
+    return methods
+
+
+def _periods(tokens: np.ndarray) -> np.ndarray:
+    """The period of each row of a RepeatedSequence batch: the first t > 0 at which the
+    first token comes back (the segment's tokens are distinct). (B,)"""
+    back = tokens[:, 1:] == tokens[:, :1]  # (B, T−1)
+    return np.where(back.any(axis=1), back.argmax(axis=1) + 1, tokens.shape[1])
+
+
+def _study_keys(config: dict) -> list[dict]:
+    """Every run of the study: one (task, kind, seed)."""
+    return [{"task": task, "kind": kind, "seed": seed} for task in config["tasks"]
+            for kind in config["kinds"] for seed in config["seeds"]]
+
+
+def _study_run(config: dict, key: dict) -> dict:
+    """One run of the study: train (task, kind, seed) at L, evaluate every method of the
+    kind at every length. The generators are ``default_rng([seed, t, k])`` for training
+    (t, k: the task's and kind's places in :data:`LENGTH_STUDY_CONFIG`) and
+    ``default_rng([seed, t, 1000])`` for the evaluation batches, which every kind of one
+    (task, seed) therefore shares."""
+    task_name, kind, seed = key["task"], key["kind"], key["seed"]
+    t = list(LENGTH_STUDY_CONFIG["tasks"]).index(task_name)
+    k = list(STUDY_KIND_LABELS).index(kind)
+    spec = config["tasks"][task_name]
+    task = _study_task(task_name, config)
+    model = _study_config(config, task_name, kind)
+    L = config["train_len"]
+    result = train(model, task, steps=spec["steps"], rng=np.random.default_rng([seed, t, k]),
+                   batch_size=config["batch_size"], seq_len=L, lr=spec["lr"])
+    points = config["curve_points"]
+    curve = result.accuracy.reshape(points, -1).mean(axis=1)  # (points,)
+    tenth = len(result.accuracy) // 10
+    change = (result.accuracy[-tenth:].mean() - result.accuracy[-2 * tenth:-tenth].mean())
+    values = {"curve": curve, "plateau_change": float(change)}
+    eval_rng = np.random.default_rng([seed, t, 1000])
+    batches = [task(eval_rng, config["eval_rows"], f * L) for f in config["factors"]]
+    for label, make in _study_methods(config, kind).items():
+        accuracies, far, by_period = [], [], []
+        for factor, batch in zip(config["factors"], batches, strict=True):
+            length = factor * L
+            cfg = make(model, length)
+            out = forward(result.params, batch.tokens, cfg)
+            right = (out.logits.argmax(axis=-1) == batch.targets) & batch.loss_mask  # (B, T)
+            counted = batch.loss_mask.copy()
+            if factor > 1:
+                counted[:, :L] = False  # only the positions never seen in training
+            accuracies.append(right[counted].sum() / counted.sum())
+            if factor == max(config["factors"]):
+                # the weight on keys at distance ≥ L, mean over the queries i ≥ L, rows
+                # and heads, per layer
+                i = np.arange(length)
+                beyond = (i[:, None] - i[None, :]) >= L  # (T, T)
+                far = [float(a[:, :, L:, :][..., beyond[L:]].sum() / a[:, :, L:, 0].size)
+                       for a in out.attn]
+                if task_name == "repeated_sequence":
+                    period = _periods(batch.tokens)[:, None]  # (B, 1)
+                    bands = (period <= L // 2, (period > L // 2) & (period <= L), period > L)
+                    by_period = [float(right[counted & band].sum() / max((counted & band).sum(), 1))
+                                 for band in bands]
+        values[f"accuracy/{label}"] = np.array(accuracies)
+        values[f"far_weight/{label}"] = np.array(far)
+        if by_period:
+            values[f"by_period/{label}"] = np.array(by_period)
+    return {"key": key, "values": values}
+
+
+def run_length_study(config: dict) -> list[dict]:
+    """Every run of the study (:func:`_study_run` per (task, kind, seed)) on the cores.
+
+    Not taught: ``make study-length_generalization``.
+    """
+    config = check_length_study(config)
+    keys = _study_keys(config)
+    return on_cores(_study_run, [(config, key) for key in keys],
+                    cost=lambda call: (call[0]["tasks"][call[1]["task"]]["steps"]
+                                       * call[0]["tasks"][call[1]["task"]]["n_layers"]))
+
+
+def replay_length_study(config: dict) -> dict:
+    """The cheapest run to replay: the distance-1 task, the RoPE model (which also checks
+    PI, NTK and YaRN), the first seed.
+
+    Not taught: the replay spec of the study.
+    """
+    return {**config, "tasks": {"previous_token": config["tasks"]["previous_token"]},
+            "kinds": ["rope"], "seeds": config["seeds"][:1]}
+
+
+def _make_length_study():
+    from attnlab.studies import Study
+
+    return Study(name="length_generalization", run=run_length_study,
+                 config=LENGTH_STUDY_CONFIG, check=check_length_study,
+                 replay=replay_length_study, tolerances=LENGTH_STUDY_TOLERANCES)
+
+
+#: The study as :mod:`attnlab.studies` runs, loads and replays it.
+LENGTH_STUDY = _make_length_study()
+
+
+# --- reading the study's artefact (chapters 10 and 11) ---------------------------------------
+
+def study_values(artefact: dict, task: str, quantity: str) -> dict[str, np.ndarray]:
+    """One quantity of the study for every method, the seeds stacked.
+
+    Parameters
+    ----------
+    artefact : dict
+        What :func:`attnlab.studies.load_study` returns for ``"length_generalization"``.
+    task : str
+        A key of the study's ``config["tasks"]``.
+    quantity : str
+        ``"accuracy"`` (L, 2L, 4L), ``"far_weight"`` (per layer), ``"by_period"`` or
+        ``"curve"`` and ``"plateau_change"`` (per trained kind, labelled by the kind).
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        Method label → array (seeds, …), the seeds in the config's order.
+
+    Taught in chapter 10.
+    """
+    config = artefact["config"]
+    choice(task, "task", config["tasks"])
+    seeds = config["seeds"]
+    out: dict[str, list] = {}
+    for record in artefact["records"]:
+        key, values = record["key"], record["values"]
+        if key["task"] != task:
+            continue
+        for name, value in values.items():
+            family, _, label = name.partition("/")
+            if family != quantity:
+                continue
+            label = label or STUDY_KIND_LABELS[key["kind"]]
+            out.setdefault(label, [None] * len(seeds))[seeds.index(key["seed"])] = value
+    if not out:
+        raise ValueError(f"研究の結果に task={task!r} の {quantity!r} がありません")
+    return {label: np.array(rows, dtype=float) for label, rows in out.items()}
+
+
+def spread(values) -> tuple[float, float, float, float]:
+    """Mean, minimum, maximum and standard error (std with ddof=1 over √n) of seeds' values.
+
+    Taught in chapter 10.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 1 or len(values) < 2:
+        raise ValueError(f"values は 2 つ以上のシードの 1 次元の配列にしてください: "
+                         f"shape={values.shape}")
+    return (float(values.mean()), float(values.min()), float(values.max()),
+            float(values.std(ddof=1) / np.sqrt(len(values))))

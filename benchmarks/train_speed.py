@@ -51,6 +51,11 @@ try:  # the fast path, where this version of attnlab has one (see --compare)
     from attnlab import fast_training
 except ImportError:
     fast_training = None
+try:  # train() sets glibc's memory thresholds before its first step, for either step
+    from attnlab.parallel import _keep_freed_memory
+except ImportError:  # older versions: in the fast step's first call, or at import
+    def _keep_freed_memory() -> bool:
+        return False
 
 
 def step_function(path: str):
@@ -259,6 +264,7 @@ def main(argv: list[str]) -> int:
                         help="steps trained before timing (--lines: 30, --compare: 0)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    _keep_freed_memory()  # as train() does: both steps are timed under the setting
     if args.worker:
         return worker()
     if args.lines:

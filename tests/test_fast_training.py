@@ -1,10 +1,11 @@
 """The fast training step (attnlab.fast_training) against the readable model
 (attnlab.model): the same loss, gradients and accuracy for every step ``train`` can take,
-every field of ModelConfig set away from its default, and 1, 2 and 3 layers (a block that
-is neither first nor last has a branch of its own in the fast backward pass), and
-train(step="readable") runs the code of attnlab.model. Also: the model runs on one BLAS
-thread only inside its calls, only training changes how the process allocates memory,
-and the repeated-sequence task is the row-by-row batch.
+every field of ModelConfig set away from its default (each such setting changes the
+readable model), and 1, 2 and 3 layers (a block that is neither first nor last has a
+branch of its own in the fast backward pass), and train(step="readable") runs the code of
+attnlab.model. Also: the model runs on one BLAS thread only inside its calls, only train
+changes how the process allocates memory (for either step), and the repeated-sequence
+task is the row-by-row batch.
 
 Tolerances: float64 agrees to rtol 1e-9 (the two paths add the same terms in another
 order); float32 to rtol 2e-3 on the gradients with an absolute floor of 1e-4 times the
@@ -99,8 +100,10 @@ NON_DEFAULT = {
     "dtype": [dict(dtype="float32"), dict(dtype="float32", positional="rope", n_kv_heads=2)],
     "rope_scaling": [dict(positional="rope", rope_scaling=scaling, rope_scale=2.0)
                      for scaling in ROPE_SCALINGS if scaling != "pi"],
-    "rope_original_max_len": [dict(positional="rope", rope_scaling="yarn", rope_scale=4.0,
-                                   rope_original_max_len=4)],
+    # d_head 8: with max_len 8 (the default's stand-in) and 64, YaRN turns pair 1 at
+    # another frequency (with d_head 4 the two lengths gave the same frequencies)
+    "rope_original_max_len": [dict(positional="rope", n_heads=2, rope_scaling="yarn",
+                                   rope_scale=4.0, rope_original_max_len=64)],
     "t5_n_buckets": [dict(positional="t5", t5_n_buckets=8),
                      dict(positional="t5", t5_n_buckets=6, causal=False)],
     "t5_max_distance": [dict(positional="t5", t5_n_buckets=4, t5_max_distance=5)],
@@ -130,6 +133,42 @@ def test_every_field_moves_away_from_its_default(field, variant):
     assert getattr(config, field) != getattr(base, field)
 
 
+def with_field_reset(field: str, variant: dict) -> tuple[ModelConfig, ModelConfig]:
+    """The config of a NON_DEFAULT entry, and the same config with ``field`` set back to
+    BASE's value or the field's default (n_layers: 2 and 1)."""
+    if field == "n_layers":
+        return (ModelConfig(**{**BASE, **variant, "n_layers": 2}),
+                ModelConfig(**{**BASE, **variant, "n_layers": 1}))
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    config = {**BASE, "n_layers": 1, **variant}
+    return (ModelConfig(**config),
+            ModelConfig(**{**config, field: BASE.get(field, defaults[field])}))
+
+
+@pytest.mark.parametrize("field, variant", FIELD_CASES,
+                         ids=[f"{name}-{'-'.join(map(str, v.values())) or 'layers'}"
+                              for name, v in FIELD_CASES])
+def test_every_field_changes_what_the_readable_model_computes(field, variant):
+    """Each entry of NON_DEFAULT changes the readable model itself, not only the field: a
+    fast step that ignored the field would fail the parity test. Where the field changes
+    the parameters' shapes or precision (vocab_size, d_model, n_kv_heads, n_layers,
+    max_len, positional against the learned table, dtype), that is the change: the
+    parity test compares every gradient's shape and dtype. Otherwise the same parameters
+    give another readable loss on the same batch. (A field the model reads only in some
+    settings, as rope_original_max_len, can be set away from its default and change
+    nothing: this test names such an entry.)"""
+    config, reset = with_field_reset(field, variant)
+    params = init_params(config, np.random.default_rng(1))
+    params_reset = init_params(reset, np.random.default_rng(1))
+    if {name: (value.shape, value.dtype) for name, value in params.items()} != {
+            name: (value.shape, value.dtype) for name, value in params_reset.items()}:
+        return
+    batch = batch_for(config, T=7)
+    loss = loss_grads_accuracy(params, batch, config)[0]
+    loss_reset = loss_grads_accuracy(params, batch, reset)[0]
+    assert loss != loss_reset, f"{field}: {variant} の読める損失が {reset} と同じです"
+
+
 @pytest.mark.parametrize("step", OTHER_STEPS)
 @pytest.mark.parametrize("n_layers", LAYERS)
 @pytest.mark.parametrize("field, variant", FIELD_CASES,
@@ -139,7 +178,7 @@ def test_every_step_is_the_readable_step_for_every_config_field(field, variant, 
                                                                  step):
     config = ModelConfig(**{**BASE, "n_layers": n_layers, **variant})
     params = init_params(config, np.random.default_rng(1))
-    T = 6 if config.positional == "learned" else 7  # past rope_original_max_len=4
+    T = 6 if config.positional == "learned" else 7
     assert_same_step(config, params, batch_for(config, T=T), step=step)
 
 
@@ -388,28 +427,32 @@ seen = {}
 attnlab.model.forward(params, batch.tokens, config)
 attnlab.model.loss_and_grads(params, batch, config)
 attnlab.training.evaluate(params, batch, config)
-seen["import, forward, loss_and_grads, evaluate"] = used.count("mallopt")
+attnlab.fast_training.loss_grads_accuracy(params, batch, config)
+seen["import, forward, loss_and_grads, evaluate, the fast step"] = used.count("mallopt")
 attnlab.training.train(config, PreviousToken(8), steps=3, batch_size=2, seq_len=4,
-                       rng=np.random.default_rng(0))
+                       rng=np.random.default_rng(0), step="readable")
+seen["train(step='readable')"] = used.count("mallopt")
 attnlab.training.train(config, PreviousToken(8), steps=3, batch_size=2, seq_len=4,
-                       rng=np.random.default_rng(0))
-seen["two runs of train"] = used.count("mallopt")
+                       rng=np.random.default_rng(0), step="fast")
+seen["and train(step='fast')"] = used.count("mallopt")
 print(json.dumps(seen))
 """
 
 
 def test_only_training_changes_how_the_process_allocates_memory():
-    """Importing attnlab, forward, loss_and_grads and evaluate leave glibc's allocator
-    alone (an earlier version called mallopt at import, for the whole kernel); the
-    first training step of a process sets its two thresholds, once
-    (``attnlab.fast_training._keep_freed_memory``). Every function looked up in a C
-    library through ctypes is recorded."""
+    """Importing attnlab, forward, loss_and_grads, evaluate and a bare call of the fast
+    step leave glibc's allocator alone (an earlier version called mallopt at import, for
+    the whole kernel); ``train`` sets its two thresholds before its first step, whichever
+    step it takes, once per process (``attnlab.parallel._keep_freed_memory``): a kernel
+    that trains only with step="readable" runs with the setting too. Every function
+    looked up in a C library through ctypes is recorded."""
     result = subprocess.run([sys.executable, "-c", SPY_ON_C_LIBRARIES], capture_output=True,
                             text=True, check=True)
     seen = json.loads(result.stdout)
-    assert seen["import, forward, loss_and_grads, evaluate"] == 0
+    assert seen["import, forward, loss_and_grads, evaluate, the fast step"] == 0
     if sys.platform.startswith("linux"):
-        assert seen["two runs of train"] == 1  # one look-up: glibc is asked once
+        assert seen["train(step='readable')"] == 1  # one look-up: glibc is asked once
+        assert seen["and train(step='fast')"] == 1
 
 
 def test_forward_and_evaluation_take_the_readable_model():

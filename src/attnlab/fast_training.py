@@ -10,8 +10,9 @@ position scheme, causal or not, GQA and MQA, float32 and float64, and the chapte
 model sizes; ``train(..., step="readable")`` trains through :mod:`attnlab.model`.
 ``forward``, evaluation and the chapters' own computations use the readable model only.
 
-On the chapters' training runs a step takes 0.6–0.7 of the readable model's time
-(``benchmarks/train_speed.py``). What pays for that, measured one part at a time
+On the chapters' models (02, 04, 10) a step takes 0.5–0.7 of the readable step's CPU
+time, each step timed in a fresh process under ``train`` (``benchmarks/train_speed.py``
+times them by turns in one process). What pays for that, measured one part at a time
 (each removed alone, CPU time per step):
 
 - the first block projects ``embed[tokens] + pos`` by its parts,
@@ -30,15 +31,13 @@ Dropped because they did not pay (within the noise of the measurement): products
 sequence instead of one over all rows, an accuracy without argmax, a permutation-matrix
 product for RoPE, a flat buffer for Adam.
 
-One change reaches outside the call: the first training step of a process raises
-glibc's memory thresholds (:func:`_keep_freed_memory`), which ``attnlab`` did at import
-before. Importing ``attnlab``, ``forward`` and evaluation leave the allocator alone.
+Both steps run under glibc's raised memory thresholds, which :func:`attnlab.training.train`
+sets before its first step (:func:`attnlab.parallel._keep_freed_memory`); this module
+leaves the allocator alone.
 """
 
-import ctypes
 import functools
 import math
-import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -63,38 +62,6 @@ from attnlab.positional import (
     sinusoidal_encoding,
     t5_bias,
 )
-
-_ALLOCATOR_SET = False
-
-
-def _keep_freed_memory() -> bool:
-    """Ask glibc to keep freed memory for the next arrays instead of returning it.
-
-    A training step makes and frees a few dozen arrays of 0.1–1 MB. glibc hands memory
-    back to the operating system once more than a threshold of it lies free at the top
-    of the heap (the threshold grows with the largest array freed so far, from 128 kB),
-    so every step asks for it again, and each fresh 4 kB page costs a page fault and
-    zeroing. Measured on chapter 10's runs: 1,000 page faults a step and 1.5× the time
-    of a step without them (RoPE); the chapter's Run All took 1.6× the CPU time.
-
-    The thresholds are set to the largest values glibc's own adjustment reaches (32 MB
-    for arrays taken from the operating system one by one, 64 MB of free memory kept),
-    so the process ends where a long numpy session can end by itself, except that glibc
-    no longer adjusts them. It is done once per process, at the first training step,
-    and cannot be undone (glibc has no call that restores the adjustment). Does nothing
-    where the C library is not glibc (macOS, Windows, musl).
-    """
-    global _ALLOCATOR_SET
-    if _ALLOCATOR_SET or not sys.platform.startswith("linux"):
-        return False
-    _ALLOCATOR_SET = True
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3  # mallopt's parameter numbers
-        return bool(libc.mallopt(m_mmap_threshold, 32 << 20)
-                    and libc.mallopt(m_trim_threshold, 64 << 20))
-    except (OSError, AttributeError):
-        return False
 
 
 class _Inputs(NamedTuple):
@@ -565,7 +532,6 @@ def loss_grads_accuracy(params, batch, config, *, ablate=None):
 
     Not taught: the fast path :func:`attnlab.training.train` takes.
     """
-    _keep_freed_memory()
     config = check_config(config)
     params = model_params(params, param_shapes(config))
     tokens, targets, loss_mask = model_batch(batch, config)

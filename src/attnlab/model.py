@@ -457,6 +457,7 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
 
         q, k, v = x W_q, x W_k, x W_v        →  dW = xᵀ d(q|k|v),  dx = dy + Σ d(q|k|v) Wᵀ
         q, k = RoPE(q), RoPE(k)              →  d(q|k) turned by the opposite angles
+                                                 (YaRN: times its factor too)
         S = q kᵀ / √Dh (+ bias, mask)        →  dq = dS k / √Dh,  dk = dSᵀ q / √Dh
         A = softmax(S)                       →  dS = A ⊙ (dA − Σ_j A ⊙ dA)
         O = A v                              →  dA = dO vᵀ,  dv = Aᵀ dO
@@ -489,6 +490,7 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
     d_q = (d_scores @ result.k).reshape(B, H, T, Dh)  # dq (B, H, T, Dh)
     d_k = (d_scores.mT @ result.q).sum(axis=2)  # dk (B, Hkv, T, Dh): the group's sum
     # q, k = RoPE(q), RoPE(k): a rotation's transpose turns by the opposite angles
+    # (and YaRN's factor f multiplies back too: the transpose of f·R is f·Rᵀ)
     if rope is not None:
         d_q = rope.apply_back(d_q)  # (B, H, T, Dh)
         d_k = rope.apply_back(d_k)  # (B, Hkv, T, Dh)

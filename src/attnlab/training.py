@@ -20,6 +20,7 @@ from attnlab.model import (
     forward,
     param_shapes,
 )
+from attnlab.parallel import _keep_freed_memory
 from attnlab.tasks import Batch
 
 #: The training steps :func:`train` can take (``step=``): ``"readable"`` is
@@ -163,6 +164,7 @@ def train(
         params = {name: np.array(given[name], dtype=config.dtype) for name in param_shapes(config)}
     initial = {name: value.copy() for name, value in params.items()}
     optimiser = Adam(params, lr=lr)
+    _keep_freed_memory()  # once per process, for either step: glibc keeps freed arrays
     losses, accuracies = np.empty(steps), np.empty(steps)
     if callback is not None:
         callback(0, params)

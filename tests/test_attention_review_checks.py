@@ -197,14 +197,144 @@ def test_not_a_function_is_explained(capsys):
     assert ok is False and "関数を渡してください" in text
 
 
-def test_the_checks_inputs_survive_a_function_that_modifies_them(capsys):
+def test_an_answer_that_modifies_its_inputs_is_told_so(capsys):
     def my_attention(q, k, v, mask=None):
         result = student_attention()(q, k, v, mask)
         q[:] = 0.0
         k[:] = 0.0
         return result
 
-    assert _verdict(capsys, my_attention)[0] is True
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "値は正しいのですが、受け取った q、k そのものを書き換えています" in text
+    cases = _attention_cases()
+    assert not np.allclose(cases[0].q, 0.0)  # the check's own inputs are intact
+
+
+def test_scaling_q_in_place_is_rejected_though_its_values_are_right(capsys):
+    """q /= √d_k gives the right result on separate arrays, but my_attention(x, x, x)
+    then scales k as well, and the caller's x changes."""
+    def my_attention(q, k, v, mask=None):
+        q /= np.sqrt(q.shape[-1])
+        scores = q @ k.T
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = e / e.sum(axis=-1, keepdims=True)
+        return weights @ v, weights
+
+    x = np.random.default_rng(3).normal(size=(4, 6))
+    before = x.copy()
+    _, weights = my_attention(x, x, x)
+    assert not np.array_equal(x, before)  # what the message warns about, really
+    assert not np.allclose(weights, scaled_dot_product_attention(before, before, before)[1])
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "受け取った q そのものを書き換えています（q /= …" in text
+    assert "my_attention(x, x, x)" in text and "q = q / np.sqrt(d_k)" in text
+
+
+def test_an_answer_that_writes_into_the_mask_is_told_so(capsys):
+    def my_attention(q, k, v, mask=None):
+        if mask is not None:
+            mask[:, 0] = True  # "make sure every row sees something"
+        return student_attention()(q, k, v, mask)
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "受け取った mask そのものを書き換えています（mask[...]" in text
+
+
+def _always_masking(fill):
+    """A student who applies the mask without checking for None."""
+    def my_attention(q, k, v, mask=None):
+        scores = q @ k.T / np.sqrt(q.shape[-1])
+        scores = np.where(mask, scores, fill)  # mask=None hides every key
+        scores = scores - scores.max(axis=-1, keepdims=True)
+        weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+        return weights @ v, weights
+    return my_attention
+
+
+def test_a_mask_applied_when_mask_is_none_is_named(capsys):
+    ok, text = _verdict(capsys, _always_masking(-np.inf))
+    assert ok is False and "mask=None のときにもマスクをかけていませんか" in text
+    assert "最大値を引く" not in text  # the max is subtracted already: not the cause
+    ok, text = _verdict(capsys, _always_masking(-1e9))  # every row uniform, no nan
+    assert ok is False and "一様（1/Tk）" in text and "if mask is not None:" in text
+
+
+def test_nan_only_with_a_mask_points_at_the_mask(capsys):
+    def my_attention(q, k, v, mask=None):
+        scores = q @ k.T / np.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores * np.where(mask, 1.0, -np.inf)  # -inf · negative scores
+        scores = scores - scores.max(axis=-1, keepdims=True)
+        weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+        return weights @ v, weights
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "マスクありのケースで nan か inf" in text
+    assert "マスクのかけ方" in text
+
+
+def test_a_float16_answer_is_told_about_precision(capsys):
+    def my_attention(q, k, v, mask=None):
+        q, k, v = (a.astype(np.float16) for a in (q, k, v))
+        scores = q @ k.T / np.float16(np.sqrt(q.shape[-1]))  # float16 throughout
+        if mask is not None:
+            scores = np.where(mask, scores, np.float16(-np.inf))
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = e / e.sum(axis=-1, keepdims=True)
+        return weights @ v, weights
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "float16 では精度が足りません" in text
+    assert "行ごとの和" not in text  # not the self-contradicting sums [1.0, 1.0, 1.0]
+
+
+def test_the_sums_message_shows_a_deviation_that_rounding_would_hide(capsys):
+    def my_attention(q, k, v, mask=None):
+        out, weights = _attention(q, k, v, mask)
+        return out, weights * (1 + 1e-4)
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "1 との差 1.0e-04" in text
+
+
+def test_weights_returned_transposed_are_named(capsys):
+    def my_attention(q, k, v, mask=None):
+        out, weights = _attention(q, k, v, mask)
+        return out, weights.T
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "weights を転置して返しています" in text
+    assert "k @ q.T" not in text  # the scores are right: no wrong guess about them
+
+
+def test_the_scale_applied_after_softmax_is_named(capsys):
+    def my_attention(q, k, v, mask=None):
+        out, weights = _attention(q, k, v, mask, divisor=lambda q, k, v: 1.0)
+        weights = weights / np.sqrt(q.shape[-1])
+        return weights @ v, weights
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "0.378 = 1/√d_k（d_k = 7）" in text
+    assert "softmax の前のスコア" in text
+
+
+@pytest.mark.parametrize("where", ["max", "sum"])
+def test_keepdims_forgotten_gets_the_hint(capsys, where):
+    def my_attention(q, k, v, mask=None):
+        scores = q @ k.T / np.sqrt(q.shape[-1])
+        if where == "max":
+            scores = scores - scores.max(axis=-1)
+            e = np.exp(scores)
+            weights = e / e.sum(axis=-1, keepdims=True)
+        else:
+            e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            weights = e / e.sum(axis=-1)
+        return weights @ v, weights
+
+    ok, text = _verdict(capsys, my_attention)
+    assert ok is False and "could not be broadcast" in text and "keepdims=True" in text
 
 
 def test_numpy_warnings_of_the_students_code_are_not_printed(capsys, recwarn):

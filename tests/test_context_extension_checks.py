@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.checks import check_ntk_scaled_base, check_yarn_inv_freq
+from attnlab.checks.context_extension import _YARN_CASES
+from attnlab.checks.core import REPEAT_NOTE, reset_attempts
 from attnlab.positional import (
     ntk_scaled_base,
     rope_inv_freq,
@@ -22,9 +24,21 @@ from attnlab.positional import (
 from scripts.book import SOLUTION_COLUMNS, display_width
 
 
+@pytest.fixture(autouse=True)
+def _first_attempt():
+    """Each test starts as a student's first attempt (fix_on_repeat counts per kernel)."""
+    reset_attempts()
+    yield
+    reset_attempts()
+
+
 def verdict(check, func, capsys):
     ok = check(func)
     return ok, capsys.readouterr().out
+
+
+#: The formula the exercise asks the student to derive, as code or as a sentence.
+FORMULA = ("scale ** (d_head / (d_head - 2))", "ではなく d_head / (d_head - 2)")
 
 
 # --- check_ntk_scaled_base ---------------------------------------------------------------------
@@ -48,11 +62,56 @@ def test_right_ntk_bases_pass(func, capsys):
     (lambda base, scale, d: base * scale ** ((d - 2) / d), "逆数"),
     (lambda base, scale, d: scale ** (d / (d - 2)), "掛け忘れ"),
     (lambda base, scale, d: base / scale ** (d / (d - 2)), "割っています"),
-    (lambda base, scale, d: base * scale ** 2, "正しい値は"),
+    (lambda base, scale, d: base * scale ** 2, "遅くしすぎています"),
+    (lambda base, scale, d: base * scale ** (64 / 62), "d_head = 64 のときの値"),
+    (lambda base, scale, d: base * scale ** (16 / 14), "d_head = 16 のときの値"),
+    (lambda base, scale, d: base * scale ** (d / (d - 1)), "次元の番号 d_head − 1"),
+    (lambda base, scale, d: base * scale ** (2 * d / (d - 2)), "2 が抜けていませんか"),
+    (lambda base, scale, d: int(base * scale ** (d / (d - 2))), "整数に丸めて"),
 ])
 def test_each_ntk_mistake_gets_its_diagnosis(func, diagnosis, capsys):
     ok, out = verdict(check_ntk_scaled_base, func, capsys)
     assert not ok and "【不正解】" in out and diagnosis in out, out
+    assert not any(formula in out for formula in FORMULA), out  # never on a first attempt
+
+
+@pytest.mark.parametrize("func", [
+    lambda base, scale, d: base * scale ** d / (d - 2),  # parentheses
+    lambda base, scale, d: base * scale ** ((d - 2) / d),  # inverted
+    lambda base, scale, d: scale ** (d / (d - 2)),  # base forgotten
+    lambda base, scale, d: base / scale ** (d / (d - 2)),  # base divided
+])
+def test_named_ntk_mistakes_give_the_formula_only_on_a_repeated_attempt(func, capsys):
+    _, first = verdict(check_ntk_scaled_base, func, capsys)
+    assert REPEAT_NOTE in first and not any(formula in first for formula in FORMULA), first
+    _, second = verdict(check_ntk_scaled_base, func, capsys)
+    assert REPEAT_NOTE not in second and any(formula in second for formula in FORMULA), second
+
+
+@pytest.mark.parametrize("func, ratio, tendency", [
+    (lambda base, scale, d: base, "base′ が base と同じ", "まだ速すぎます"),  # PI's habit
+    (lambda base, scale, d: base * scale ** (d / (d + 2)), "元の 0.4228 倍", "まだ速すぎます"),
+    (lambda base, scale, d: base ** (d / (d - 2)) * scale, "元の 0.3087 倍", "遅くしすぎ"),
+])
+def test_another_wrong_base_is_told_how_far_it_misses_the_conditions(func, ratio,
+                                                                     tendency, capsys):
+    _, first = verdict(check_ntk_scaled_base, func, capsys)
+    assert ratio in first and tendency in first and "1/s = 0.4 倍" in first, first
+    assert "条件 1 は満たしています" in first and REPEAT_NOTE in first
+    assert not any(formula in first for formula in FORMULA) and "正しい値" not in first
+    _, second = verdict(check_ntk_scaled_base, func, capsys)
+    # on a repeated attempt, the equation of condition 2 to solve, still not the answer
+    assert "base′ について解いてください" in second and FORMULA[0] not in second, second
+
+
+def test_caret_for_power_is_explained(capsys):
+    ok, out = verdict(check_ntk_scaled_base, lambda b, s, d: b * s ^ (d / (d - 2)), capsys)
+    assert not ok and "TypeError" in out and "XOR" in out and "**" in out, out
+
+
+def test_a_non_positive_base_is_explained(capsys):
+    ok, out = verdict(check_ntk_scaled_base, lambda b, s, d: -b, capsys)
+    assert not ok and "正の数" in out, out
 
 
 def test_strange_ntk_returns_are_explained(capsys):
@@ -141,23 +200,40 @@ def yarn_with(mistake):
         def index(turns):
             return d_head * np.log(original_max_len / (two_pi * turns)) / (2 * np.log(base))
 
+        if mistake == "θ without its 2":
+            theta = base ** (-np.arange(d_head // 2) / d_head)
+        if mistake == "L·s":
+            original_max_len = original_max_len * scale  # "the length we extend to"
         low, high = index(beta_fast), index(beta_slow)
         if mistake == "betas swapped":
             low, high = high, low
         if mistake == "floor and ceil swapped":
             low, high = math.ceil(low), math.floor(high)
+        elif mistake == "round":
+            low, high = round(low), round(high)
         elif mistake != "no rounding":
             low, high = math.floor(low), math.ceil(high)
-        if mistake != "no clamp":
+        if mistake == "clamp to the pairs":  # "the pair indices stop at d_head/2 − 1"
+            low, high = max(low, 0), min(high, d_head // 2 - 1)
+        elif mistake != "no clamp":
             low, high = max(low, 0), min(high, d_head - 1)
-        if low == high:
+        if mistake == "section 4's edges":
+            low, high = 3, 16
+        if low == high and mistake != "no guard":
             high += 0.001
-        ramp = np.clip((np.arange(d_head // 2) - low) / (high - low), 0, 1)
+        i = np.arange(d_head // 2)
+        if mistake == "ramp over dimensions":
+            i = np.arange(0, d_head, 2)
+        if mistake == "ramp from 1":
+            i = i + 1
+        ramp = np.clip((i - low) / (high - low), 0, 1)
         if mistake == "paper's ramp":
             turns = original_max_len * theta / (2 * np.pi)
             ramp = 1 - np.clip((turns - beta_slow) / (beta_fast - beta_slow), 0, 1)
         if mistake == "ramp reversed":
             ramp = 1 - ramp
+        if mistake == "returns γ̃":
+            return 1 - ramp
         if mistake == "times s":
             return theta * scale * ramp + theta * (1 - ramp)
         return theta / scale * ramp + theta * (1 - ramp)
@@ -173,11 +249,48 @@ def yarn_with(mistake):
     ("betas swapped", "beta_fast と beta_slow が逆"),
     ("no 2π", "2π が抜けています"),
     ("times s", "s 倍しています"),
+    ("round", "四捨五入（round）"),
+    ("L·s", "広げた後の長さ L·s"),
+    ("θ without its 2", "θ_i = base^(−2i/d_head) の 2 が抜けています"),
+    ("clamp to the pairs", "high を最後のペアの番号 d_head/2 − 1 で止めています"),
+    ("no guard", "high に 0.001 を足してください"),
+    ("ramp over dimensions", "次元の番号 0, 2, 4"),
+    ("ramp from 1", "1 から数えています"),
+    ("section 4's edges", "第 4 節の例の値 3, 16"),
+    ("returns γ̃", "ランプを返しています"),
 ])
 def test_each_yarn_mistake_gets_its_diagnosis(mistake, diagnosis, capsys):
     ok, out = verdict(check_yarn_inv_freq, yarn_with(mistake), capsys)
     assert not ok and diagnosis in out, out
     assert out.count("\n") == 1 and "Traceback" not in out
+
+
+def test_the_hidden_yarn_cases_reach_both_edges_of_the_clamp():
+    """A case whose high edge is past the last pair (clamping high to d_head/2 − 1 shows)
+    and one whose edges are both clamped to the same value (the 0.001 guard shows)."""
+    edges = [(d_head, yarn_correction_range(d_head, base, L, beta_fast=fast, beta_slow=slow))
+             for _, d_head, base, _, L, fast, slow in _YARN_CASES]
+    assert any(high > d_head // 2 - 1 for d_head, (low, high) in edges)
+    assert any(low == high for _, (low, high) in edges)
+
+
+def test_a_loop_without_the_guard_is_told_why_it_divides_by_zero(capsys):
+    def my_yarn_inv_freq(d_head, base, scale, original_max_len, beta_fast=32.0, beta_slow=1.0):
+        def index(turns):
+            return d_head * math.log(original_max_len / (turns * 2 * math.pi)) / (
+                2 * math.log(base))
+
+        low = max(math.floor(index(beta_fast)), 0)
+        high = min(math.ceil(index(beta_slow)), d_head - 1)
+        out = []
+        for i in range(d_head // 2):
+            theta = base ** (-2 * i / d_head)
+            ramp = min(max((i - low) / (high - low), 0.0), 1.0)  # ZeroDivisionError
+            out.append(ramp * theta / scale + (1 - ramp) * theta)
+        return out
+
+    ok, out = verdict(check_yarn_inv_freq, my_yarn_inv_freq, capsys)
+    assert not ok and "ZeroDivisionError" in out and "0.001 を足して" in out, out
 
 
 def test_yarn_without_the_beta_arguments_is_told_the_signature(capsys):

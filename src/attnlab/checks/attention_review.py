@@ -89,6 +89,7 @@ class _Case:
     k: np.ndarray  # (Tk, Dh)
     v: np.ndarray  # (Tk, Dv)
     mask: np.ndarray | None  # (Tq, Tk) bool
+    large: bool = False  # scores so large that exp overflows without the row maximum
 
 
 def _attention_cases() -> list[_Case]:
@@ -111,7 +112,7 @@ def _attention_cases() -> list[_Case]:
     return [
         _Case("マスクなしのケース", q, k, v, None),
         _Case("マスクありのケース", q, k, v, mask),
-        _Case("スコアがとても大きいケース", 300.0 * q, 300.0 * k, v, None),
+        _Case("スコアがとても大きいケース", 300.0 * q, 300.0 * k, v, None, large=True),
         _Case("クエリが 1 つのケース", q_one, k_one, v_one, mask_one),
     ]
 
@@ -193,8 +194,17 @@ def _diagnose_weights(case: _Case, weights: np.ndarray) -> str:
         return _divisor_message(case, c)
     sums = weights.sum(axis=-1)
     if not np.allclose(sums, 1.0, atol=1e-6):
+        d_k = case.q.shape[-1]
+        if np.allclose(sums, sums[0], rtol=1e-6):
+            for divisor, name in ((np.sqrt(d_k), "√d_k"), (float(d_k), "d_k")):
+                if np.isclose(sums[0], 1.0 / divisor, rtol=1e-6):
+                    return (f"重みの各行の和がどれも {sums[0]:.3f} = 1/{name}（d_k = {d_k}）"
+                            f"です。{name} で割るのは softmax の前のスコアで、softmax の後の"
+                            "重みではありません。")
+        worst = int(np.argmax(np.abs(sums - 1.0)))
         return (
-            f"重みの各行の和が 1 になっていません（行ごとの和: {np.round(sums, 3).tolist()}）。"
+            f"重みの各行の和が 1 になっていません（行 {worst} の和は {sums[worst]:.7g}、"
+            f"1 との差 {abs(sums[worst] - 1.0):.1e}）。"
             "softmax の分母は、同じ行の exp の和です。"
         )
     return (
@@ -241,6 +251,17 @@ def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
     Tq, Tk, d_v = case.q.shape[0], case.k.shape[0], case.v.shape[1]
     first, second = returned_pair(value, (Tq, d_v), (Tq, Tk))
     if shape_of(second) == (Tk, Tq) != (Tq, Tk):
+        ref_weights = scaled_dot_product_attention(case.q, case.k, case.v, mask=case.mask)[1]
+        try:
+            transposed = np.asarray(second, dtype=float).T  # (Tq, Tk)
+        except (TypeError, ValueError):
+            transposed = None
+        if transposed is not None and np.allclose(transposed, ref_weights, rtol=1e-5,
+                                                  atol=1e-8):
+            raise Mistake(
+                f"weights を転置して返しています（形が (Tk, Tq) = {(Tk, Tq)}）。重みの値は"
+                f"正しいので、転置せずに (Tq, Tk) = {(Tq, Tk)} のまま返してください。"
+            )
         raise Mistake(
             f"weights の形が (Tk, Tq) = {(Tk, Tq)} です。"
             "スケーリング前のスコアを k @ q.T で作っていませんか。"
@@ -251,6 +272,78 @@ def _unpack_pair(value: Any, case: _Case) -> tuple[np.ndarray, np.ndarray]:
     return out, weights
 
 
+_NAMES = ("q", "k", "v", "mask")
+
+
+def _call_keeping_inputs(func: Callable, case: _Case) -> tuple[Any, tuple]:
+    """Call ``func`` on copies of the case's inputs that the check can look at afterwards:
+    (result, (q, k, v, mask) as the student received them)."""
+    given = tuple(None if a is None else np.array(a, copy=True)
+                  for a in (case.q, case.k, case.v, case.mask))
+    q, k, v, mask = given
+
+    def answer() -> Any:  # called as the notebook calls it: mask only when there is one
+        return func(q, k, v) if mask is None else func(q, k, v, mask=mask)
+
+    return call_refusing(answer, _REFERENCES), given
+
+
+def _changed_inputs(case: _Case, given: tuple) -> list[str]:
+    """The names of the inputs that the student's function wrote into."""
+    originals = (case.q, case.k, case.v, case.mask)
+    return [name for name, before, after in zip(_NAMES, originals, given, strict=True)
+            if before is not None and not np.array_equal(before, after)]
+
+
+def _changed_message(case: _Case, changed: list[str], result: Any) -> str:
+    """Say that the answer modified its inputs in place, and why that matters."""
+    names = "、".join(changed)
+    try:
+        _, weights = _unpack_pair(result, case)
+        ref_weights = scaled_dot_product_attention(case.q, case.k, case.v, mask=case.mask)[1]
+        right = bool(np.allclose(weights, ref_weights, rtol=1e-5, atol=1e-8))
+    except Mistake:
+        right = False
+    prefix = f"{case.name}: {'値は正しいのですが、' if right else ''}受け取った {names} そのものを"
+    arrays = [name for name in changed if name != "mask"]
+    if not arrays:  # only the mask
+        return (prefix + "書き換えています（mask[...] = … など）。呼び出した側の"
+                "マスクも変わるので、同じマスクを次の呼び出しで使うと結果が違ってきます。"
+                "書き換えるなら mask.copy() など新しい配列にしてください。")
+    first = arrays[0]
+    return (prefix + f"書き換えています（{first} /= … や {first}[...] = … など）。呼び出した側の"
+            "配列も変わるので、自己注意で my_attention(x, x, x) と同じ配列を渡すと q、k、v が"
+            f"一緒に変わり、重みが違ってきます。{first} = {first} / np.sqrt(d_k) のように新しい"
+            "配列を作ってください。")
+
+
+def _not_finite_message(case: _Case, weights: np.ndarray) -> str:
+    """Why nan or inf came out: the unstable softmax only when the scores are large."""
+    bad_rows = ~np.all(np.isfinite(weights), axis=-1)  # (Tq,)
+    if case.mask is None and not case.large and np.all(bad_rows):
+        return (f"{case.name}で、どの行の重みも nan か inf になりました。mask=None のときにも"
+                "マスクをかけていませんか。np.where(None, s, -np.inf) はすべてのキーを隠すので、"
+                "行がすべて -inf になります。マスクは if mask is not None: の中でだけ"
+                "かけてください。")
+    if case.large:
+        return (f"{case.name}で nan か inf が出ました。softmax の前に各行の最大値を引くと、"
+                "exp があふれずに計算できます（数値的に安定な softmax）。")
+    if case.mask is not None:
+        return (f"{case.name}で nan か inf が出ました（マスクなしのケースでは出ていません）。"
+                "マスクのかけ方を確かめてください。隠す位置のスコアを -np.inf にし、"
+                "そのあとで各行の最大値を引いて softmax を取ります。")
+    return (f"{case.name}で nan か inf が出ました。スコア、exp、行の和の途中の値を印刷して、"
+            "どこで出るかを確かめてください。")
+
+
+def _low_precision(out: np.ndarray, weights: np.ndarray) -> str | None:
+    """The dtype of a result computed in half precision (float16), else None."""
+    for array in (weights, out):
+        if np.issubdtype(array.dtype, np.floating) and np.finfo(array.dtype).bits < 32:
+            return str(array.dtype)
+    return None
+
+
 @checker("隠れた 4 つのケースで、出力も重みも一致しました。")
 def check_attention(func: Callable) -> None:
     """Check ``func(q, k, v, mask=None) -> (out, weights)`` against the reference.
@@ -259,8 +352,10 @@ def check_attention(func: Callable) -> None:
     √d_k forgotten, d_k used, √ of another size or of the example's d_k = 4, k not
     transposed, mask ignored, hidden scores set to 0 instead of -inf, mask inverted,
     mask applied after the softmax, a causal mask of its own instead of ``mask``, out and
-    weights swapped or one of them missing, None returned, an unstable softmax, an
-    exception, ``scaled_dot_product_attention`` or ``softmax`` of attnlab called).
+    weights swapped or one of them missing, weights returned transposed, None returned, an
+    unstable softmax (only when the scores are large), a mask applied when ``mask`` is None,
+    √d_k applied after the softmax, float16, ``keepdims`` forgotten, the inputs modified in
+    place, an exception, ``scaled_dot_product_attention`` or ``softmax`` of attnlab called).
 
     Parameters
     ----------
@@ -277,10 +372,7 @@ def check_attention(func: Callable) -> None:
     """
     for case in _attention_cases():
         inputs = (case.q, case.k, case.v)
-        if case.mask is None:
-            result = call_refusing(func, _REFERENCES, *inputs)
-        else:
-            result = call_refusing(func, _REFERENCES, *inputs, mask=case.mask)
+        result, given = _call_keeping_inputs(func, case)
         if isinstance(result, Raised):
             message = raised_message(result, case.name)
             if isinstance(result.error, TypeError) and case.mask is not None and (
@@ -299,15 +391,33 @@ def check_attention(func: Callable) -> None:
                     f"行列積の形が合っていません（q {case.q.shape}, k {case.k.shape}, "
                     f"v {case.v.shape}）。q @ k.T は (Tq, Tk)、weights @ v は (Tq, Dv) です。"
                 )
+            elif isinstance(result.error, ValueError) and "broadcast" in str(
+                    result.error) and f"({case.q.shape[0]},)" in str(result.error):
+                message += (
+                    "行ごとの最大値や和が (Tq,) の形になり、(Tq, Tk) のスコアと並びません。"
+                    "max や sum に keepdims=True を付けて (Tq, 1) にしてください。"
+                )
             raise Mistake(message)
+        if changed := _changed_inputs(case, given):
+            raise Mistake(_changed_message(case, changed, result))
         out, weights = _unpack_pair(result, case)
         if not (np.all(np.isfinite(out)) and np.all(np.isfinite(weights))):
-            raise Mistake(
-                f"{case.name}で nan か inf が出ました。softmax の前に各行の最大値を引くと、"
-                "exp があふれずに計算できます（数値的に安定な softmax）。"
-            )
+            raise Mistake(_not_finite_message(case, weights))
         ref_out, ref_weights = scaled_dot_product_attention(*inputs, mask=case.mask)
         if not np.allclose(weights, ref_weights, rtol=1e-5, atol=1e-8):
+            if (low := _low_precision(out, weights)) is not None:
+                gap = float(np.max(np.abs(weights.astype(float) - ref_weights)))
+                raise Mistake(
+                    f"{case.name}: 重みが正しい値と最大 {gap:.1e} 違います。{low} の配列で"
+                    f"計算していませんか。{low} では精度が足りません（有効数字は約 3 桁）。"
+                    "NumPy の既定の float64 か、float32 で計算してください。"
+                )
+            if case.mask is None and np.allclose(weights, 1.0 / case.k.shape[0]):
+                raise Mistake(
+                    f"{case.name}: どの行の重みも一様（1/Tk）です。mask=None のときにも"
+                    "すべてのキーを隠していませんか。np.where(None, …) は全部を隠します。"
+                    "マスクは if mask is not None: の中でだけかけてください。"
+                )
             raise Mistake(f"{case.name}: {_diagnose_weights(case, weights)}")
         if not np.allclose(out, ref_out, rtol=1e-5, atol=1e-8):
             raise Mistake(

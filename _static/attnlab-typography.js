@@ -7,6 +7,10 @@
 //    typesets the formula where it is, before or after this runs.
 // 2. In a table cell, a number keeps its unit (1 回, 約 12 分): the space between them
 //    becomes a no-break space.
+// 3. A box that scrolls sideways (a table wider than the column, a long display equation)
+//    says so (issue 48, M2): the class attnlab-scrolls-right / -left fades the side that
+//    hides more, a table gets a short note under it, and a ResultTable only a little too
+//    wide loses padding instead (attnlab-table-tight). Measured again on resize and scroll.
 (function () {
   "use strict";
 
@@ -44,9 +48,69 @@
     }
   }
 
+  var SCROLLERS = ".pst-scrollable-table-container, .attnlab-table-scroll, " +
+    "div.math mjx-container[display='true']";
+  var NOTE = "表は横にスクロールできます（→）";
+
+  function cue(box) {
+    if (box.clientWidth === 0) return;  // folded or hidden: measured when shown
+    var over = box.scrollWidth - box.clientWidth;
+    if (box.classList.contains("attnlab-table-scroll") && over > 0 && over <= 32 &&
+        !box.classList.contains("attnlab-table-tight")) {
+      box.classList.add("attnlab-table-tight");
+      over = box.scrollWidth - box.clientWidth;
+    }
+    var scrolls = over > 1;
+    box.classList.toggle("attnlab-scrolls-right", scrolls && box.scrollLeft < over - 1);
+    box.classList.toggle("attnlab-scrolls-left", scrolls && box.scrollLeft > 1);
+    if (scrolls) box.tabIndex = 0;  // the keyboard scrolls it (the theme does the same)
+    if (box.matches("mjx-container")) return;
+    var note = box.nextElementSibling;
+    var has = note && note.classList.contains("attnlab-scroll-note");
+    if (scrolls && !has) {
+      note = document.createElement("p");
+      note.className = "attnlab-scroll-note";
+      note.textContent = NOTE;
+      box.parentNode.insertBefore(note, box.nextSibling);
+    } else if (!scrolls && has) {
+      note.remove();
+    }
+  }
+
+  function cueAll() {
+    document.querySelectorAll("#main-content " + SCROLLERS.split(", ").join(", #main-content "))
+      .forEach(function (box) {
+        cue(box);
+        if (!box.dataset.attnlabCue) {
+          box.dataset.attnlabCue = "1";
+          box.addEventListener("scroll", function () { cue(box); }, {passive: true});
+        }
+      });
+  }
+  window.attnlabScrollCues = cueAll;  // the browser test measures after unfolding
+
   function start() {
     document.querySelectorAll("#main-content span.math").forEach(glue);
     document.querySelectorAll("#main-content td, #main-content th").forEach(keepUnits);
+    cueAll();
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      MathJax.startup.promise.then(cueAll);
+    }
+    // MathJax loads asynchronously: measure its equations once it has typeset them
+    var tries = 0;
+    (function waitForMath() {
+      if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+        MathJax.startup.promise.then(cueAll);
+      } else if (tries++ < 40) {
+        setTimeout(waitForMath, 250);
+      }
+    })();
+    window.addEventListener("load", cueAll);
+    var timer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(timer);
+      timer = setTimeout(cueAll, 150);
+    });
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);

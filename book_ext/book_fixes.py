@@ -19,9 +19,26 @@ error; the other two are the book's design (issue 36).
    number, a space, the caption), which reads as one number. The number becomes
    ``図 2`` followed by ``：`` (``span.caption-sep``); ``_static/attnlab-typography.css``
    sets it upright and bold.
+5. A figure keeps its aspect ratio at every width (issue 48, B1): Sphinx writes a sized
+   image as ``style="width: 691px; height: 212px;"``; the theme's ``max-width: 100%``
+   narrows it on a phone while the fixed height stays, squashing it. The height becomes
+   ``aspect-ratio: 691 / 212`` (:func:`figure_boxes`), which still reserves the box of
+   a picture on its way (lazy images, the live figures' states).
+6. A figure opens at full size when tapped (issue 48, M6): every notebook figure drawn in
+   the book's style is wrapped in a link to its own PNG (twice the pixels shown), with
+   the class of its page colour so that only the shown one is a tab stop. The live
+   figures' states are not (their pictures are controls' output).
+7. Numbers stay with their counters (issue 48, M3): in the text of a page (not code, not
+   math), the space typed between a digit and a Japanese character (「3 つ」「第 4 章」
+   「図 1」「約 5%」) becomes a no-break space (:func:`keep_numbers`), and a section number
+   that starts a heading (「2. 5 種類」) is set apart (``span.attnlab-section-number``).
 """
 
+import html
 import re
+
+from docutils import nodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
 
 from attnlab.live_book import live_figure_captions_transform
 
@@ -36,6 +53,97 @@ def separate_caption_numbers(body: str) -> str:
     return CAPTION_NUMBER.sub(
         rf'<span class="caption-number">\1</span><span class="caption-sep">{CAPTION_SEPARATOR}'
         "</span>", body)
+
+
+#: ``<img … style="width: 691.5px; height: 212.5px;" …>`` as Sphinx writes a sized image.
+IMG_TAG = re.compile(r"<img\b[^>]*>")
+FIXED_SIZE = re.compile(r'style="width: ([0-9.]+)px; height: ([0-9.]+)px;"')
+FIGURE_LINK_CLASS = "attnlab-figure-open"
+
+
+def _box(tag: str) -> str:
+    return FIXED_SIZE.sub(lambda m: f'style="width: {m[1]}px; aspect-ratio: {m[1]} / {m[2]};"',
+                          tag)
+
+
+def figure_boxes(body: str) -> str:
+    """Every sized image keeps its aspect ratio instead of a fixed height, and every
+    notebook figure (``img.attnlab-figure`` that is not a live figure's state, not already
+    in a link) becomes a link to its own file (see the module docstring, 5 and 6)."""
+    out, last = [], 0
+    for match in IMG_TAG.finditer(body):
+        tag = _box(match[0])
+        classes = re.search(r'class="([^"]*)"', tag)
+        names = classes[1].split() if classes else []
+        inside_link = body.rfind("<a ", 0, match.start()) > body.rfind("</a>", 0, match.start())
+        if "attnlab-figure" in names and "attnlab-live-state" not in names and not inside_link:
+            src = re.search(r'src="([^"]*)"', tag)
+            theme = " ".join(n for n in names if n in ("attnlab-light", "attnlab-dark"))
+            if src:
+                alt = re.search(r'alt="([^"]*)"', tag)
+                title = "図を原寸で開く" + (f"：{html.unescape(alt[1])[:60]}" if alt else "")
+                link = f"{FIGURE_LINK_CLASS} {theme}".strip()
+                tag = (f'<a class="{link}" href="{src[1]}" '
+                       f'title="{html.escape(title)}">{tag}</a>')
+        out += [body[last:match.start()], tag]
+        last = match.end()
+    out.append(body[last:])
+    return "".join(out)
+
+
+#: Japanese letters and punctuation (kana, kanji, 々, full-width forms).
+_JA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007\uff01-\uff5e"
+#: A digit, a space, a Japanese character: 「3 つ」「4 章」; a word that counts, a space, a
+#: digit: 「第 4」「約 5%」「図 1」; a digit, a space and a Latin unit: 「64 GiB」「12 ms」.
+NUMBER_SPACE = re.compile(
+    f"(?<=[0-9%％])[ ](?=[{_JA}])"
+    f"|(?<=[第約全各図表式練習節章])[ ](?=[0-9])"
+    r"|(?<=[0-9])[ ](?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\b)")
+NBSP = "\u00a0"
+SECTION_NUMBER = re.compile(r"^(\d+(?:\.\d+)*\.)\s+")
+#: Elements whose text is never touched.
+_LITERAL = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw,
+            nodes.comment, nodes.doctest_block)
+
+
+def keep_numbers(text: str) -> str:
+    """``text`` with the spaces of :data:`NUMBER_SPACE` made no-break spaces."""
+    return NUMBER_SPACE.sub(NBSP, text)
+
+
+def _in_literal(node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, _LITERAL):
+            return True
+        parent = parent.parent
+    return False
+
+
+class KeepNumbers(SphinxPostTransform):
+    """Issue 48, M3: see :func:`keep_numbers`; section numbers of headings set apart."""
+
+    default_priority = 900
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        for title in list(self.document.findall(nodes.title)):
+            first = title.children[0] if title.children else None
+            if isinstance(first, nodes.Text) and (m := SECTION_NUMBER.match(str(first))):
+                rest = str(first)[m.end():]
+                number = nodes.inline(m[1], m[1], classes=["attnlab-section-number"])
+                title.replace(first, [number, nodes.Text(rest)])
+        for text in list(self.document.findall(nodes.Text)):
+            if text.parent is None or _in_literal(text):
+                continue
+            fixed = keep_numbers(str(text))
+            if fixed != str(text):
+                text.parent.replace(text, nodes.Text(fixed))
+
+
+def _figure_boxes(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = figure_boxes(context["body"])
 
 
 def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
@@ -64,5 +172,7 @@ def setup(app):
     app.connect("config-inited", _default_mode)
     app.connect("html-page-context", _drop_repeated_scripts, priority=900)
     app.connect("html-page-context", _caption_numbers)
+    app.connect("html-page-context", _figure_boxes)
     app.add_post_transform(live_figure_captions_transform())
+    app.add_post_transform(KeepNumbers)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

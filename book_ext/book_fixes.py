@@ -141,6 +141,26 @@ class KeepNumbers(SphinxPostTransform):
                 text.parent.replace(text, nodes.Text(fixed))
 
 
+class LiveNoteAfterCaption(SphinxPostTransform):
+    """Issue 48, m2: the note on Binder and Colab under a page's first live figure stood
+    between the figure and its caption; it goes after the figure (caption included)."""
+
+    default_priority = 900
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        for note in list(self.document.findall(nodes.paragraph)):
+            if "attnlab-live-note" not in note.get("classes", []):
+                continue
+            figure = note.parent
+            while figure is not None and not isinstance(figure, nodes.figure):
+                figure = figure.parent
+            if figure is None or figure.parent is None:
+                continue
+            note.parent.remove(note)
+            figure.parent.insert(figure.parent.index(figure) + 1, note)
+
+
 def _figure_boxes(app, pagename, templatename, context, doctree):
     if "body" in context:
         context["body"] = figure_boxes(context["body"])
@@ -175,4 +195,5 @@ def setup(app):
     app.connect("html-page-context", _figure_boxes)
     app.add_post_transform(live_figure_captions_transform())
     app.add_post_transform(KeepNumbers)
+    app.add_post_transform(LiveNoteAfterCaption)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -77,7 +77,21 @@
     }
   }
 
+  // A formula glued to its punctuation that is wider than its line (a phone) lets go of
+  // it: the line may then break around the formula instead of widening the page.
+  function unglueWide() {
+    document.querySelectorAll("#main-content .attnlab-nowrap").forEach(function (box) {
+      var block = box.closest("p, li, dd, td, th, figcaption, div");
+      if (!block || block.clientWidth === 0) return;
+      box.classList.remove("attnlab-nowrap-wide");
+      if (box.getBoundingClientRect().width > block.clientWidth) {
+        box.classList.add("attnlab-nowrap-wide");
+      }
+    });
+  }
+
   function cueAll() {
+    unglueWide();
     document.querySelectorAll("#main-content " + SCROLLERS.split(", ").join(", #main-content "))
       .forEach(function (box) {
         cue(box);
@@ -89,9 +103,32 @@
   }
   window.attnlabScrollCues = cueAll;  // the browser test measures after unfolding
 
+  // Numbers keep their counters everywhere on the page (issue 48, M3): the build makes
+  // the spaces of the text no-break (book_ext/book_fixes.py); what it does not see — the
+  // navigation, the numbers Sphinx and sphinx-exercise write (図 46, 練習 25), the tables a
+  // notebook prints as HTML — gets the same rule here.
+  var JA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007" +
+    "\uff01-\uff5e";
+  var NUMBER_SPACE = new RegExp("([0-9%％]) (?=[" + JA + "])|([第約全各図表式練習節章]) (?=[0-9])" +
+    "|([0-9]) (?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\\b)", "g");
+
+  function keepNumbers(root) {
+    var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (var t = walker.nextNode(); t; t = walker.nextNode()) {
+      if (t.parentElement.closest("pre, code, kbd, script, style, .math, mjx-container")) continue;
+      NUMBER_SPACE.lastIndex = 0;
+      if (NUMBER_SPACE.test(t.data)) {
+        t.data = t.data.replace(NUMBER_SPACE, function (m, a, b, c) {
+          return (a || b || c) + "\u00a0";
+        });
+      }
+    }
+  }
+
   function start() {
     document.querySelectorAll("#main-content span.math").forEach(glue);
     document.querySelectorAll("#main-content td, #main-content th").forEach(keepUnits);
+    keepNumbers(document.body);
     cueAll();
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
       MathJax.startup.promise.then(cueAll);

@@ -324,7 +324,8 @@ LAYOUT_JS = r"""async () => {
 PAGE_TEXT_JS = r"""() => {
   const ja = "\\u3040-\\u30ff\\u3400-\\u4dbf\\u4e00-\\u9fff\\uf900-\\ufaff\\u3005\\uff01-\\uff5e";
   const split = new RegExp("[0-9%％] (?=[" + ja + "])|[第約全各図表式練習節章] (?=[0-9])", "g");
-  const plain = /(?<![\w\/.\-])(?:√)?[A-Za-zα-ωΑ-Ω]+_(?:[A-Za-z0-9]+|\{[^}]*\}|\([^)]*\))/g;
+  const plain = new RegExp("(?<![\\w/.\\-])(?:√)?[A-Za-zα-ωΑ-Ω]_" +
+                           "(?:[A-Za-z0-9]+|\\{[^}]*\\}|\\([^)]*\\))(?![\\w/])", "g");
   const found = {split: [], plainMath: []};
   const main = document.querySelector("#main-content") || document.body;
   const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
@@ -784,6 +785,8 @@ def check_layout(tab, site: Path | None, page: str, where: str, design: "DesignF
     """The geometry checks of :data:`LAYOUT_JS` at the tab's width and colour (``where``
     names them: 「1280 px」「390 px、ダーク」); returns a summary."""
     layout = tab.evaluate(LAYOUT_JS)
+    # the screen's width: a phone widens its layout viewport (innerWidth) to a wide page
+    layout["window"] = (tab.viewport_size or {}).get("width", layout["window"])
     for item in layout["squashed"]:
         problems.append(f"{where}：図 {item['key']} の縦横比が {item['shown']:.3f} です"
                         f"（画像は {item['natural']:.3f}、{item['off']:.1%} の歪み）")

@@ -5,8 +5,9 @@ Usage: python -m scripts.plain_math [--fix] [FILE ...]
 
 The book typesets its symbols with MathJax (``$d_k$``); a symbol typed with an underscore
 outside math (「√d_k で割る」) shows the underscore beside a typeset dₖ in the same
-paragraph (issue 48, M4). A plain-text symbol is one letter (Latin or Greek) and an
-underscore with a subscript of letters or digits, optionally after ``√``; it is looked for
+paragraph (issue 48, M4). Figure captions (cell metadata ``mystnb.figure.caption``) are
+Markdown too and are checked and fixed the same way. A plain-text symbol is one letter
+(Latin or Greek) and an underscore with a subscript of letters or digits, optionally after ``√``; it is looked for
 in Markdown cells and pages outside code spans, code blocks, roles, math, HTML tags and link
 targets. ``--fix`` writes each as inline math in the book's notation (STYLE.md):
 ``$\\sqrt{d_k}$``, ``$d_\\text{model}$``, ``$h_{kv}$``; ``Var[q·k/√d_k]`` becomes one
@@ -119,6 +120,11 @@ def fix_file(path: Path) -> bool:
         nb = json.loads(path.read_text(encoding="utf-8"))
         changed = False
         for cell in nb["cells"]:
+            figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+            if isinstance(figure.get("caption"), str):  # a figure's caption is Markdown too
+                caption = fix(figure["caption"])
+                changed |= caption != figure["caption"]
+                figure["caption"] = caption
             if cell["cell_type"] != "markdown":
                 continue
             old = "".join(cell["source"])
@@ -137,6 +143,17 @@ def fix_file(path: Path) -> bool:
     return new != old
 
 
+def captions(path: Path) -> list[tuple[str, str]]:
+    """(where, text) for every figure caption of a notebook's cells (Markdown as well)."""
+    if path.suffix != ".ipynb":
+        return []
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return [(f"セル {i} のキャプション", c["metadata"]["mystnb"]["figure"]["caption"])
+            for i, c in enumerate(nb["cells"])
+            if isinstance(c.get("metadata", {}).get("mystnb", {}).get("figure", {})
+                          .get("caption"), str)]
+
+
 def main(argv: list[str]) -> int:
     from scripts.ja_typography import default_files, markdown_sources
 
@@ -149,7 +166,7 @@ def main(argv: list[str]) -> int:
     for path in files:
         if args.fix:
             fix_file(path)
-        for where, text in markdown_sources(path):
+        for where, text in markdown_sources(path) + captions(path):
             for line, symbol in find(text):
                 total += 1
                 print(f"{path} {where} 行 {line + 1}: {symbol}")

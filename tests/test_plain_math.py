@@ -7,7 +7,7 @@ import pytest
 
 from scripts.book import ROOT
 from scripts.ja_typography import default_files, markdown_sources
-from scripts.plain_math import find, fix
+from scripts.plain_math import captions, find, fix
 
 FILES = default_files()
 
@@ -15,7 +15,8 @@ FILES = default_files()
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_no_plain_text_math_in_the_markdown(path):
     found = [f"{where} 行 {line + 1}: {symbol}"
-             for where, text in markdown_sources(path) for line, symbol in find(text)]
+             for where, text in markdown_sources(path) + captions(path)
+             for line, symbol in find(text)]
     assert not found, (f"{path.relative_to(ROOT)}: 下線つきの記号が数式になっていません "
                        f"{len(found)} 件（python -m scripts.plain_math --fix）:\n"
                        + "\n".join(found))

@@ -40,7 +40,17 @@ or ``$CHROMIUM``). Per page:
   printed with its rule, page and node; :data:`AXE_EXCEPTIONS` lists the few left on
   purpose, each with its reason. Counts per page and impact are printed and written to
   ``screenshots/axe.json``;
-- a full-page screenshot in ``screenshots/`` (dark mode: ``…__dark.png``), taken from the
+- the book on a phone (issue 48): every page at 1280 px and at 390 px (:data:`PHONE`), in
+  light and dark mode (:data:`LAYOUT_JS`): no figure whose shown aspect ratio differs from
+  its PNG's by more than 1 %, no page wider than the screen, no display equation whose
+  glyphs reach outside the box that scrolls it (the ⊤ of Qᵀ), no table cut by its box
+  without a scroll cue (fade, tab stop, note), and at 390 px a figure whose text is under
+  ``MIN_TEXT_PX`` opens at full size (a link to its own file); on the text
+  (:data:`PAGE_TEXT_JS`): no space a line may break at between a number and its counter
+  (「3 つ」「第 4 章」 keep U+00A0), no plain-text math with an underscore (``d_k``)
+  outside code and math;
+- a full-page screenshot in ``screenshots/`` (dark mode: ``…__dark.png``; phone:
+  ``…__phone.png``, ``…__phone_dark.png``), taken from the
   top of the page with nothing focused (a focused skip link and the sticky header would be
   painted over the page).
 

@@ -7,11 +7,11 @@ The book typesets its symbols with MathJax (``$d_k$``); a symbol typed with an u
 outside math (「√d_k で割る」) shows the underscore beside a typeset dₖ in the same
 paragraph (issue 48, M4). Figure captions (cell metadata ``mystnb.figure.caption``) are
 Markdown too and are checked and fixed the same way. A plain-text symbol is one letter
-(Latin or Greek) and an underscore with a subscript of letters or digits, optionally after ``√``; it is looked for
-in Markdown cells and pages outside code spans, code blocks, roles, math, HTML tags and link
-targets. ``--fix`` writes each as inline math in the book's notation (STYLE.md):
-``$\\sqrt{d_k}$``, ``$d_\\text{model}$``, ``$h_{kv}$``; ``Var[q·k/√d_k]`` becomes one
-formula. The fix is idempotent (math is never looked into).
+(Latin or Greek) and an underscore with a subscript of letters or digits, optionally after
+``√``; it is looked for in Markdown cells and pages outside code spans, code blocks,
+roles, math, HTML tags and link targets. ``--fix`` writes each as inline math in the
+book's notation (STYLE.md): ``$\\sqrt{d_k}$``, ``$d_\\text{model}$``, ``$h_{kv}$``;
+``Var[q·k/√d_k]`` becomes one formula. The fix is idempotent (math is never looked into).
 
 Symbols inside figures (plotting labels) and in ResultTable headers are not Markdown: the
 browser test finds them on the rendered page (tests/e2e/browser_test.py, ``plain-math``).

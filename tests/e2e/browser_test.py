@@ -246,8 +246,9 @@ UNIT_WRAP_JS = r"""() => {
 # - squashed: every figure shown (an <img> of the text, loaded) whose shown aspect ratio
 #   differs from its file's by more than 1 %;
 # - pageWidth: the page wider than the window (the whole page pans on a phone);
-# - clipped: display equations whose glyphs (MathJax's mjx-c boxes) reach outside the
-#   container that scrolls them (overflow: auto clips what rises above it: the ⊤ of Qᵀ);
+# - clipped: display equations whose glyphs (MathJax's mjx-c boxes) come within 2 px of
+#   the edge of the container that scrolls them (overflow: auto clips what rises above it,
+#   and the ⊤ of Qᵀ, its box at the very edge, lost its bar);
 # - cut: tables wider than the box that clips them, where that box does not say it scrolls
 #   (class attnlab-scrolls-right/-left), is no tab stop, or (a table) has no note under it;
 # - small: figures whose smallest text is under the limit at this width and that do not
@@ -289,14 +290,17 @@ LAYOUT_JS = r"""async () => {
     const s = getComputedStyle(box);
     const top = outer.top + parseFloat(s.borderTopWidth);
     const bottom = outer.bottom - parseFloat(s.borderBottomWidth);
+    // a glyph's ink reaches a little past the box MathJax gives it (the ⊤ of Qᵀ sat with
+    // its box at the very top of its container and lost its bar): 2 px of room each side
+    const room = 2;
     let over = 0;
     for (const c of box.querySelectorAll("mjx-math mjx-c")) {
       const r = c.getBoundingClientRect();
       if (r.height === 0) continue;
-      over = Math.max(over, top - r.top, r.bottom - bottom);
+      over = Math.max(over, top + room - r.top, r.bottom + room - bottom);
     }
-    if (over > 0.5) {
-      const item = MathJax.startup.document.math.find(m => m.typesetRoot === box);
+    if (over > 0) {
+      const item = [...MathJax.startup.document.math].find(m => m.typesetRoot === box);
       clipped.push({tex: item ? item.math.trim() : box.textContent.slice(0, 40),
                     over: Math.round(over * 10) / 10});
     }

@@ -20,6 +20,15 @@
     status.className = "attnlab-live-status";
     status.setAttribute("aria-live", "polite");
     figure.appendChild(status);
+    // The shown state at full size (issue 48, M6): on a phone the figure's text is about
+    // 6 px in the column; this link opens the picture shown (its PNG, twice the pixels).
+    // The stylesheet shows it on narrow screens only; it follows the state and the page's
+    // colour (the block the page shows).
+    var open = document.createElement("a");
+    open.className = "attnlab-figure-open attnlab-live-open";
+    open.textContent = "図を原寸で開く";
+    var last = figure.querySelector(".attnlab-live-images:last-of-type");
+    figure.insertBefore(open, last ? last.nextSibling : null);
     var ready = false;
 
     function show() {
@@ -31,6 +40,11 @@
         }
       });
       figure.dataset.state = String(number);
+      var visible = blockElements.findIndex(function (element) {
+        return !element.checkVisibility || element.checkVisibility();
+      });
+      var picture = blocks[Math.max(visible, 0)] && blocks[Math.max(visible, 0)][number];
+      if (picture) open.href = picture.getAttribute("src");
       var image = blocks.length && blocks[0][number];
       if (ready && image) status.textContent = image.alt;
       if (ready) preloadNeighbours(number);

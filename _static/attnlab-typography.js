@@ -7,6 +7,10 @@
 //    typesets the formula where it is, before or after this runs.
 // 2. In a table cell, a number keeps its unit (1 回, 約 12 分): the space between them
 //    becomes a no-break space.
+// 3. A box that scrolls sideways (a table wider than the column, a long display equation)
+//    says so (issue 48, M2): the class attnlab-scrolls-right / -left fades the side that
+//    hides more, a table gets a short note under it, and a ResultTable only a little too
+//    wide loses padding instead (attnlab-table-tight). Measured again on resize and scroll.
 (function () {
   "use strict";
 
@@ -44,9 +48,106 @@
     }
   }
 
+  var SCROLLERS = ".pst-scrollable-table-container, .attnlab-table-scroll, " +
+    "div.math mjx-container[display='true']";
+  var NOTE = "表は横にスクロールできます（→）";
+
+  function cue(box) {
+    if (box.clientWidth === 0) return;  // folded or hidden: measured when shown
+    var over = box.scrollWidth - box.clientWidth;
+    if (box.classList.contains("attnlab-table-scroll") && over > 0 && over <= 32 &&
+        !box.classList.contains("attnlab-table-tight")) {
+      box.classList.add("attnlab-table-tight");
+      over = box.scrollWidth - box.clientWidth;
+    }
+    var scrolls = over > 1;
+    box.classList.toggle("attnlab-scrolls-right", scrolls && box.scrollLeft < over - 1);
+    box.classList.toggle("attnlab-scrolls-left", scrolls && box.scrollLeft > 1);
+    if (scrolls) box.tabIndex = 0;  // the keyboard scrolls it (the theme does the same)
+    if (box.matches("mjx-container")) return;
+    var note = box.nextElementSibling;
+    var has = note && note.classList.contains("attnlab-scroll-note");
+    if (scrolls && !has) {
+      note = document.createElement("p");
+      note.className = "attnlab-scroll-note";
+      note.textContent = NOTE;
+      box.parentNode.insertBefore(note, box.nextSibling);
+    } else if (!scrolls && has) {
+      note.remove();
+    }
+  }
+
+  // A formula glued to its punctuation that is wider than its line (a phone) lets go of
+  // it: the line may then break around the formula instead of widening the page.
+  function unglueWide() {
+    document.querySelectorAll("#main-content .attnlab-nowrap").forEach(function (box) {
+      var block = box.closest("p, li, dd, td, th, figcaption, div");
+      if (!block || block.clientWidth === 0) return;
+      box.classList.remove("attnlab-nowrap-wide");
+      if (box.getBoundingClientRect().width > block.clientWidth) {
+        box.classList.add("attnlab-nowrap-wide");
+      }
+    });
+  }
+
+  function cueAll() {
+    unglueWide();
+    document.querySelectorAll("#main-content " + SCROLLERS.split(", ").join(", #main-content "))
+      .forEach(function (box) {
+        cue(box);
+        if (!box.dataset.attnlabCue) {
+          box.dataset.attnlabCue = "1";
+          box.addEventListener("scroll", function () { cue(box); }, {passive: true});
+        }
+      });
+  }
+  window.attnlabScrollCues = cueAll;  // the browser test measures after unfolding
+
+  // Numbers keep their counters everywhere on the page (issue 48, M3): the build makes
+  // the spaces of the text no-break (book_ext/book_fixes.py); what it does not see — the
+  // navigation, the numbers Sphinx and sphinx-exercise write (図 46, 練習 25), the tables a
+  // notebook prints as HTML — gets the same rule here.
+  var JA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007" +
+    "\uff01-\uff5e";
+  var NUMBER_SPACE = new RegExp("([0-9%％]) (?=[" + JA + "])|([第約全各図表式練習節章]) (?=[0-9])" +
+    "|([0-9]) (?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\\b)", "g");
+
+  function keepNumbers(root) {
+    var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (var t = walker.nextNode(); t; t = walker.nextNode()) {
+      if (t.parentElement.closest("pre, code, kbd, script, style, .math, mjx-container")) continue;
+      NUMBER_SPACE.lastIndex = 0;
+      if (NUMBER_SPACE.test(t.data)) {
+        t.data = t.data.replace(NUMBER_SPACE, function (m, a, b, c) {
+          return (a || b || c) + "\u00a0";
+        });
+      }
+    }
+  }
+
   function start() {
     document.querySelectorAll("#main-content span.math").forEach(glue);
     document.querySelectorAll("#main-content td, #main-content th").forEach(keepUnits);
+    keepNumbers(document.body);
+    cueAll();
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      MathJax.startup.promise.then(cueAll);
+    }
+    // MathJax loads asynchronously: measure its equations once it has typeset them
+    var tries = 0;
+    (function waitForMath() {
+      if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+        MathJax.startup.promise.then(cueAll);
+      } else if (tries++ < 40) {
+        setTimeout(waitForMath, 250);
+      }
+    })();
+    window.addEventListener("load", cueAll);
+    var timer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(timer);
+      timer = setTimeout(cueAll, 150);
+    });
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);

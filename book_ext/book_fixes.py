@@ -2,7 +2,7 @@
 
 A local Sphinx extension (``_config.yml`` → ``sphinx.local_extensions``). The first two
 were found by ``make test-browser`` (tests/e2e/browser_test.py), which fails on any console
-error; the other two are the book's design (issue 36).
+error; the rest are the book's design (issues 36, 47 and 48).
 
 1. sphinx-thebe 0.3.1 adds its inline configuration script (``const THEBE_JS_URL = …``)
    in ``env-before-read-docs``, after the HTML builder has copied the registered scripts,
@@ -27,8 +27,22 @@ error; the other two are the book's design (issue 36).
 6. The solutions show the code a student writes without the nbgrader markers: the lines
    ``### BEGIN SOLUTION`` and ``### END SOLUTION`` of a code cell are dropped from its
    literal block when a page is read (``scripts.make_student.strip_solution_markers``).
+7. A figure keeps its aspect ratio at every width (issue 48, B1): Sphinx writes a sized
+   image as ``style="width: 691px; height: 212px;"``; the theme's ``max-width: 100%``
+   narrows it on a phone while the fixed height stays, squashing it. The height becomes
+   ``aspect-ratio: 691 / 212`` (:func:`figure_boxes`), which still reserves the box of
+   a picture on its way (lazy images, the live figures' states).
+8. A figure opens at full size when tapped (issue 48, M6): every notebook figure drawn in
+   the book's style is wrapped in a link to its own PNG (twice the pixels shown), with
+   the class of its page colour so that only the shown one is a tab stop. The live
+   figures' states are not (their pictures are controls' output).
+9. Numbers stay with their counters (issue 48, M3): in the text of a page (not code, not
+   math), the space typed between a digit and a Japanese character (「3 つ」「第 4 章」
+   「図 1」「約 5%」) becomes a no-break space (:func:`keep_numbers`), and a section number
+   that starts a heading (「2. 5 種類」) is set apart (``span.attnlab-section-number``).
 """
 
+import html
 import re
 
 from docutils import nodes
@@ -93,6 +107,117 @@ def _strip_markers(app, doctree) -> None:
     strip_markers_from_code(doctree)
 
 
+#: ``<img … style="width: 691.5px; height: 212.5px;" …>`` as Sphinx writes a sized image.
+IMG_TAG = re.compile(r"<img\b[^>]*>")
+FIXED_SIZE = re.compile(r'style="width: ([0-9.]+)px; height: ([0-9.]+)px;"')
+FIGURE_LINK_CLASS = "attnlab-figure-open"
+
+
+def _box(tag: str) -> str:
+    return FIXED_SIZE.sub(lambda m: f'style="width: {m[1]}px; aspect-ratio: {m[1]} / {m[2]};"',
+                          tag)
+
+
+def figure_boxes(body: str) -> str:
+    """Every sized image keeps its aspect ratio instead of a fixed height, and every
+    notebook figure (``img.attnlab-figure`` that is not a live figure's state, not already
+    in a link) becomes a link to its own file (see the module docstring, 7 and 8)."""
+    out, last = [], 0
+    for match in IMG_TAG.finditer(body):
+        tag = _box(match[0])
+        classes = re.search(r'class="([^"]*)"', tag)
+        names = classes[1].split() if classes else []
+        inside_link = body.rfind("<a ", 0, match.start()) > body.rfind("</a>", 0, match.start())
+        if "attnlab-figure" in names and "attnlab-live-state" not in names and not inside_link:
+            src = re.search(r'src="([^"]*)"', tag)
+            theme = " ".join(n for n in names if n in ("attnlab-light", "attnlab-dark"))
+            if src:
+                alt = re.search(r'alt="([^"]*)"', tag)
+                title = "図を原寸で開く" + (f"：{html.unescape(alt[1])[:60]}" if alt else "")
+                link = f"{FIGURE_LINK_CLASS} {theme}".strip()
+                tag = (f'<a class="{link}" href="{src[1]}" '
+                       f'title="{html.escape(title)}">{tag}</a>')
+        out += [body[last:match.start()], tag]
+        last = match.end()
+    out.append(body[last:])
+    return "".join(out)
+
+
+#: Japanese letters and punctuation (kana, kanji, 々, full-width forms).
+_JA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007\uff01-\uff5e"
+#: A digit, a space, a Japanese character: 「3 つ」「4 章」; a word that counts, a space, a
+#: digit: 「第 4」「約 5%」「図 1」; a digit, a space and a Latin unit: 「64 GiB」「12 ms」.
+NUMBER_SPACE = re.compile(
+    f"(?<=[0-9%％])[ ](?=[{_JA}])"
+    f"|(?<=[第約全各図表式練習節章])[ ](?=[0-9])"
+    r"|(?<=[0-9])[ ](?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\b)")
+NBSP = "\u00a0"
+SECTION_NUMBER = re.compile(r"^(\d+(?:\.\d+)*\.)\s+")
+#: Elements whose text is never touched.
+_LITERAL = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw,
+            nodes.comment, nodes.doctest_block)
+
+
+def keep_numbers(text: str) -> str:
+    """``text`` with the spaces of :data:`NUMBER_SPACE` made no-break spaces."""
+    return NUMBER_SPACE.sub(NBSP, text)
+
+
+def _in_literal(node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, _LITERAL):
+            return True
+        parent = parent.parent
+    return False
+
+
+class KeepNumbers(SphinxPostTransform):
+    """Issue 48, M3: see :func:`keep_numbers`; section numbers of headings set apart."""
+
+    default_priority = 900
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        for title in list(self.document.findall(nodes.title)):
+            first = title.children[0] if title.children else None
+            if isinstance(first, nodes.Text) and (m := SECTION_NUMBER.match(str(first))):
+                rest = str(first)[m.end():]
+                number = nodes.inline(m[1], m[1], classes=["attnlab-section-number"])
+                title.replace(first, [number, nodes.Text(rest)])
+        for text in list(self.document.findall(nodes.Text)):
+            if text.parent is None or _in_literal(text):
+                continue
+            fixed = keep_numbers(str(text))
+            if fixed != str(text):
+                text.parent.replace(text, nodes.Text(fixed))
+
+
+class LiveNoteAfterCaption(SphinxPostTransform):
+    """Issue 48, m2: the note on Binder and Colab under a page's first live figure stood
+    between the figure and its caption; it goes after the figure (caption included)."""
+
+    default_priority = 900
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        for note in list(self.document.findall(nodes.paragraph)):
+            if "attnlab-live-note" not in note.get("classes", []):
+                continue
+            figure = note.parent
+            while figure is not None and not isinstance(figure, nodes.figure):
+                figure = figure.parent
+            if figure is None or figure.parent is None:
+                continue
+            note.parent.remove(note)
+            figure.parent.insert(figure.parent.index(figure) + 1, note)
+
+
+def _figure_boxes(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = figure_boxes(context["body"])
+
+
 def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
     seen, unique = set(), []
     for script in context.get("script_files", []):
@@ -119,7 +244,10 @@ def setup(app):
     app.connect("config-inited", _default_mode)
     app.connect("html-page-context", _drop_repeated_scripts, priority=900)
     app.connect("html-page-context", _caption_numbers)
+    app.connect("html-page-context", _figure_boxes)
     app.add_post_transform(live_figure_captions_transform())
     app.add_post_transform(ExerciseLabelInTitle)
     app.connect("doctree-read", _strip_markers)
+    app.add_post_transform(KeepNumbers)
+    app.add_post_transform(LiveNoteAfterCaption)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -22,6 +22,7 @@ a change would alter how Markdown parses it (e.g. ``**`` next to 「 stops being
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -93,35 +94,104 @@ def _paragraph_ranges(text: str, offset: int = 0) -> list[tuple[int, int]]:
     return ranges
 
 
+#: Roles whose text the reader sees is Japanese at one end or both (issue 48, m1: 「参考文献
+#: にまとめた」 had a space because every role counted as Latin): the role's placeholder
+#: says which end is Japanese. ``{doc}`参考文献 <references>``` and ``{doc}`references```
+#: (the page's title) read as Japanese; ``{numref}`fig-01-shapes``` reads 「図 1」,
+#: Japanese then a digit.
+ROLE_JJ, ROLE_JL, ROLE_LJ = "\ue010", "\ue011", "\ue012"
+_PLACEHOLDERS = f"\ue000\ue001{ROLE_JJ}{ROLE_JL}{ROLE_LJ}"
+_ROLE = re.compile(r"\{([\w:-]+)\}`([^`]*)`")
+_EXPLICIT = re.compile(r"^(.*?)\s*<[^<>]+>$", re.S)
+_JA_CHAR = re.compile(JA)
+
+
+@functools.cache
+def _page_titles() -> dict[str, str]:
+    """The first heading of every page and notebook, by file name without its suffix."""
+    from scripts.book import ROOT
+
+    titles = {}
+    for path in [*ROOT.glob("book/*.md"), *ROOT.glob("notebooks/*.ipynb")]:
+        texts = [text for _, text in markdown_sources(path)]
+        heading = next((line[2:].strip() for text in texts for line in text.splitlines()
+                        if line.startswith("# ")), "")
+        titles[path.stem] = heading
+    return titles
+
+
+def role_text(source: str) -> str:
+    """What a reader sees of a MyST role (approximately: its ends are what matter)."""
+    match = _ROLE.fullmatch(source)
+    if not match:
+        return "x"
+    name, content = match.groups()
+    explicit = _EXPLICIT.match(content)
+    if explicit and explicit[1]:
+        return explicit[1]
+    if name == "numref":
+        return "図 1" if "fig" in content else ("表 1" if "tab" in content else "x")
+    if name == "doc":
+        return _page_titles().get(content.strip().split("/")[-1], "") or "x"
+    return "x"
+
+
+def _atom(source: str) -> str:
+    if source.startswith("<"):
+        return "\ue001"  # HTML: neither
+    if not source.startswith("{"):
+        return ATOM
+    text = role_text(source).strip() or "x"
+    first, last = bool(_JA_CHAR.match(text[0])), bool(_JA_CHAR.match(text[-1]))
+    return {(True, True): ROLE_JJ, (True, False): ROLE_JL, (False, True): ROLE_LJ}.get(
+        (first, last), ATOM)
+
+
 def _protect(text: str) -> tuple[str, list[str]]:
     kept: list[str] = []
 
     def keep(match: re.Match) -> str:
         kept.append(match.group(0))
-        return ATOM if not match.group(0).startswith("<") else "\ue001"  # HTML: neither
+        return _atom(match.group(0))
 
     return _PROTECT.sub(keep, text), kept
 
 
 def _restore(text: str, kept: list[str]) -> str:
     parts = iter(kept)
-    return re.sub("[\ue000\ue001]", lambda m: next(parts), text)
+    return re.sub(f"[{_PLACEHOLDERS}]", lambda m: next(parts), text)
 
 
+#: What a reader sees just before a space (the end of a role) and just after it (its start).
+JA_BEFORE = f"(?:{JA}|[{ROLE_JJ}{ROLE_LJ}])"
+JA_AFTER = f"(?:{JA}|[{ROLE_JJ}{ROLE_JL}])"
+JA_LETTER_BEFORE = f"(?:{JA_LETTER}|[{ROLE_JJ}{ROLE_LJ}])"
+JA_LETTER_AFTER = f"(?:{JA_LETTER}|[{ROLE_JJ}{ROLE_JL}])"
 _LATIN = f"(?:[A-Za-z0-9]|{ATOM})"
+_LATIN_BEFORE = f"(?:[A-Za-z0-9]|[{ATOM}{ROLE_JL}])"
+_LATIN_AFTER = f"(?:[A-Za-z0-9]|[{ATOM}{ROLE_LJ}])"
+_ROLE_JA_END = f"[{ROLE_JJ}{ROLE_LJ}]"
+_ROLE_JA_START = f"[{ROLE_JJ}{ROLE_JL}]"
 #: A space that was a line break inside the paragraph (the joiner writes it, the rules read it).
 BREAK = "\ue002"
 _WS = f"[ \t{BREAK}]+"
 _RULES = {
     # pattern on the protected text → replacement; whitespace only
-    "ja-markup-ja": (re.compile(f"({JA}{MARKUP}+){_WS}({MARKUP}*{JA})"
-                                f"|({JA}{MARKUP}*){_WS}({MARKUP}+{JA})"),
+    "ja-markup-ja": (re.compile(f"({JA_BEFORE}{MARKUP}+){_WS}({MARKUP}*{JA_AFTER})"
+                                f"|({JA_BEFORE}{MARKUP}*){_WS}({MARKUP}+{JA_AFTER})"),
                      r"\1\2\3\4"),
-    "ja-break-ja": (re.compile(f"({JA}{MARKUP}*){BREAK}({MARKUP}*{JA})"), r"\1\2"),
+    "ja-break-ja": (re.compile(f"({JA_BEFORE}{MARKUP}*){BREAK}({MARKUP}*{JA_AFTER})"),
+                    r"\1\2"),
+    # a role that reads Japanese next to a Japanese character: 「参考文献にまとめた」
+    "ja-role-ja": (re.compile(f"({_ROLE_JA_END}{MARKUP}*){_WS}({MARKUP}*{JA_AFTER})"
+                              f"|({JA_BEFORE}{MARKUP}*){_WS}({MARKUP}*{_ROLE_JA_START})"),
+                   r"\1\2\3\4"),
     "punct-after": (re.compile(f"({JA_PUNCT}{MARKUP}*){_WS}"), r"\1"),
     "punct-before": (re.compile(f"(?<=[^ \t{BREAK}]){_WS}({MARKUP}*{JA_PUNCT})"), r"\1"),
-    "latin-after": (re.compile(f"({JA_LETTER}{MARKUP}*)({MARKUP}*{_LATIN})"), r"\1 \2"),
-    "latin-before": (re.compile(f"({_LATIN}{MARKUP}*)({MARKUP}*{JA_LETTER})"), r"\1 \2"),
+    "latin-after": (re.compile(f"({JA_LETTER_BEFORE}{MARKUP}*)({MARKUP}*{_LATIN_AFTER})"),
+                    r"\1 \2"),
+    "latin-before": (re.compile(f"({_LATIN_BEFORE}{MARKUP}*)({MARKUP}*{JA_LETTER_AFTER})"),
+                     r"\1 \2"),
 }
 
 
@@ -201,7 +271,7 @@ def _fix_row(line: str) -> str:
     for cell in cells:
         inner = cell.strip()
         lead, trail = cell[: len(cell) - len(cell.lstrip())], cell[len(cell.rstrip()):]
-        n = inner.count(ATOM) + inner.count("\ue001")
+        n = sum(inner.count(c) for c in _PLACEHOLDERS)
         mine, kept = kept[:n], kept[n:]
         out.append(lead + _apply_rules(_restore(inner, mine)) + trail if inner else cell)
     return "|".join(out)

@@ -59,7 +59,8 @@ def test_known_findings_are_listed_and_stale_ones_are_problems():
 
 
 def test_the_known_list_names_pages_checks_and_figures():
-    checks = {"old-style-figure", "text-size", "math-backslash", "wide-equation", "unit-wrap"}
+    checks = {"old-style-figure", "text-size", "math-backslash", "wide-equation", "unit-wrap",
+              "plain-math", "clipped-equation"}
     keys = [(page, check, key) for page, check, key, _ in KNOWN_UNTIL_PASS_2]
     assert len(keys) == len(set(keys))
     for page, check, key, note in KNOWN_UNTIL_PASS_2:
@@ -74,3 +75,62 @@ def test_minutes_never_break_from_their_unit_and_grading_names_chapters_by_numbe
     named = [c for c in chapters if c]
     assert named and all(c.startswith("{doc}`") and c[6:8].isdigit() for c in named)
     assert len(named) == len({c[6:8] for c in named})  # each chapter once
+
+
+# --- issue 48: the book on a phone ------------------------------------------------------
+
+def test_a_sized_image_keeps_its_aspect_ratio_instead_of_a_fixed_height():
+    from book_ext.book_fixes import figure_boxes
+
+    body = ('<img alt="図" class="attnlab-figure attnlab-light" src="../_images/a.png" '
+            'style="width: 691.5px; height: 212.5px;" />'
+            '<img alt="状態" class="attnlab-live-state attnlab-figure attnlab-dark" '
+            'loading="lazy" src="b.png" style="width: 340px; height: 200px;" />')
+    out = figure_boxes(body)
+    assert "height:" not in out
+    assert 'style="width: 691.5px; aspect-ratio: 691.5 / 212.5;"' in out
+    assert 'style="width: 340px; aspect-ratio: 340 / 200;"' in out
+    # a notebook figure opens at full size (its own file); a live figure's state does not
+    assert out.startswith('<a class="attnlab-figure-open attnlab-light" href="../_images/a.png"')
+    assert out.count("<a ") == 1 and out.count("</a>") == 1
+    assert figure_boxes(out) == out  # once only
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("3 つのシード", "3\u00a0つのシード"),
+    ("第 4 章で調べます", "第\u00a04\u00a0章で調べます"),
+    ("図 1 にまとめます", "図\u00a01\u00a0にまとめます"),
+    ("約 5% の差", "約\u00a05%\u00a0の差"),
+    ("64 GiB と 12 ms", "64\u00a0GiB と 12\u00a0ms"),
+    ("RoPE の回転", "RoPE の回転"),  # a Latin word keeps its ordinary space
+    ("d = 64 で", "d = 64\u00a0で"),
+])
+def test_a_number_keeps_its_counter(text, kept):
+    from book_ext.book_fixes import keep_numbers
+
+    assert keep_numbers(text) == kept
+    assert keep_numbers(kept) == kept
+
+
+def test_the_build_keeps_numbers_in_text_but_not_in_code_or_math_and_sets_section_numbers_apart():
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    from book_ext.book_fixes import KeepNumbers
+
+    document = new_document("test", get_default_settings(Parser))
+    section = nodes.section()
+    section += nodes.title("", "2. 5 種類のモデルを 3 つのシードで")
+    paragraph = nodes.paragraph("", "", nodes.Text("第 4 章 "), nodes.literal("", "x = 3 つ"),
+                                nodes.math("", "3 つ"))
+    section += paragraph
+    document += section
+    transform = KeepNumbers(document)
+    transform.run()
+    title = section[0]
+    assert title[0].astext() == "2." and "attnlab-section-number" in title[0]["classes"]
+    assert title[1].astext() == "5\u00a0種類のモデルを 3\u00a0つのシードで"
+    assert paragraph[0].astext() == "第\u00a04\u00a0章 "
+    assert paragraph[1].astext() == "x = 3 つ" and paragraph[2].astext() == "3 つ"

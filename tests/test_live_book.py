@@ -160,7 +160,9 @@ def test_the_renderer_returns_a_light_and_a_dark_image_per_state_and_controls(
         assert ("loading" in day) == (number not in shown)  # the default loads at once
     default = light.children[shown[0]]
     pixels = Image.open(io.BytesIO(renderer.written[default["uri"].split("/")[-1]])).size
-    assert default["width"] == f"{pixels[0] // PNG_SCALE}px"
+    # the PNG's own size, unrounded: the page reserves its exact aspect ratio (issue 48)
+    assert default["width"] == f"{pixels[0] / PNG_SCALE:g}px"
+    assert default["height"] == f"{pixels[1] / PNG_SCALE:g}px"
     assert len(renderer.written) == 2 * len(states)  # every state two different pictures
     cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert len(cached) == 2 * len(states)
@@ -203,7 +205,12 @@ def test_a_notebook_figure_with_its_dark_version_becomes_two_images(monkeypatch)
     assert made == [data]
     assert "attnlab-light" in light["classes"] and "attnlab-dark" in dark["classes"]
     assert live_book.FIGURE_CLASS in light["classes"] + dark["classes"]
-    assert (dark["alt"], dark["width"]) == ("説明", "340") and dark["loading"] == "lazy"
+    # shown at half the PNG's pixels, unrounded (its exact aspect ratio, issue 48)
+    pixels = Image.open(io.BytesIO(base64.b64decode(light_b64))).size
+    assert light["width"] == f"{pixels[0] / 2:g}px" and light["height"] == f"{pixels[1] / 2:g}px"
+    assert (dark["alt"], dark["width"], dark["height"]) == ("説明", light["width"],
+                                                            light["height"])
+    assert dark["loading"] == "lazy"
     (written,) = renderer.written.values()
     assert written == base64.b64decode(metadata[DARK_PNG_KEY])
 

@@ -24,6 +24,7 @@ from attnlab.plotting import (  # noqa: E402
     BLUE,
     BOOK_OUTPUTS_ENV,
     BOOK_RC,
+    DARK_BAD,
     DARK_GREY,
     DARK_INK,
     DARK_PAGE,
@@ -37,12 +38,14 @@ from attnlab.plotting import (  # noqa: E402
     MIN_FONT_SIZE,
     MIN_TEXT_PX,
     OKABE_ITO,
+    ORANGE,
     PNG_DPI_KEY,
     PNG_FONT_KEY,
     PNG_SCALE,
     VERMILLION,
     book_png,
     contrast_ratio,
+    dark_colour_map,
     dark_colours,
     dark_equivalent,
     figure_pngs,
@@ -274,6 +277,47 @@ def test_the_dark_version_lightens_what_lies_on_the_paper_and_keeps_what_lies_on
         assert cells == {"0.90": "#000000", "0.10": "#ffffff", "0.30": "#ffffff",
                          "0.70": "#000000"}  # chosen for their cells, kept
     assert figure_to_png(fig) == before  # everything restored
+
+
+def _luminance_of(colour) -> float:
+    c = _linear(colour[:3] if not isinstance(colour, str) else colour)
+    return float(0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2])
+
+
+def test_the_dark_version_turns_over_maps_that_are_light_at_the_low_end_or_the_middle():
+    # issue 48, M7: no bright panel on the dark page; "more" still stands out from it
+    page = _luminance_of(DARK_PAGE)
+    diverging = dark_colour_map("PuOr_r")
+    assert _luminance_of(diverging(0.5)) < 0.04 and contrast_ratio(diverging(0.5)[:3],
+                                                                    DARK_PAGE) < 1.6
+    assert min(_luminance_of(diverging(0.0)), _luminance_of(diverging(1.0))) > 4 * page
+    greys = dark_colour_map("Greys")
+    assert _luminance_of(greys(0.0)) < 0.04 < 0.5 < _luminance_of(greys(1.0))
+    two = dark_colour_map(mcolors.ListedColormap(["#eeeeee", ORANGE]))
+    assert _luminance_of(two(0.0)) < 0.04
+    for kept in ("viridis", "cividis"):  # dark to light already: the same map
+        cmap = plt.get_cmap(kept)
+        assert dark_colour_map(cmap) is cmap
+    masked = plt.get_cmap("cividis").with_extremes(bad="#EEEEEE")
+    assert mcolors.to_hex(dark_colour_map(masked).get_bad()) == DARK_BAD
+
+
+def test_the_dark_version_gives_numbers_on_a_turned_map_the_ink_of_their_new_cell():
+    use_japanese_font()
+    fig, ax = plt.subplots()
+    ax.imshow(np.array([[0.05, 0.55]]), cmap="Greys", vmin=0, vmax=0.6)
+    light_cell = ax.text(0, 0, "0.05", ha="center", va="center", color="black")
+    dark_cell = ax.text(1, 0, "0.55", ha="center", va="center", color="white")
+    separator = ax.axhline(0, color="white")
+    before = figure_to_png(fig)
+    with dark_colours(fig):
+        (image,) = ax.images
+        for text, value in ((light_cell, 0.05), (dark_cell, 0.55)):
+            cell = image.get_cmap()(image.norm(value))
+            assert contrast_ratio(text.get_color()[:3], cell[:3]) >= 4.5, text.get_text()
+        assert mcolors.to_hex(separator.get_color()) == DARK_PAGE.lower()
+    assert figure_to_png(fig) == before  # everything restored
+    plt.close(fig)
 
 
 # --- one colour per method ---------------------------------------------------------------

@@ -41,6 +41,15 @@ def test_no_stray_space_in_japanese_text(path):
     ("RoPEは回転", "RoPE は回転"),
     # markup is transparent: **重み** next to Japanese keeps no space
     ("この **重み** は", "この**重み**は"),
+    # a role the reader sees as Japanese takes no space next to Japanese (issue 48, m1);
+    # a role that reads Latin (a citation, an exercise's label) keeps it
+    ("本文に示し、{doc}`参考文献 <references>` にまとめた",
+     "本文に示し、{doc}`参考文献 <references>`にまとめた"),
+    ("形の流れを {numref}`fig-01-shapes` にまとめます",
+     "形の流れを{numref}`fig-01-shapes` にまとめます"),  # 「図 1」: Japanese, then a digit
+    ("論文{cite:t}`vaswani2017`です", "論文 {cite:t}`vaswani2017` です"),
+    ("練習問題{ref}`ex01-variance <ex01-variance>`で",
+     "練習問題 {ref}`ex01-variance <ex01-variance>` で"),
     # a line break a writer meant (two trailing spaces) stays
     ("一行目  \n二行目", "一行目  \n二行目"),
     # code fences and display math are left alone

@@ -353,20 +353,32 @@ def draw_live_states(paths, jobs: int = 1, chunk: int = 16) -> tuple[int, int]:
         return sum(future.result() for future in futures), total
 
 
-def _image(renderer, png: bytes, alt: str, classes: list[str], lazy: bool):
-    """An image node for ``png`` (written once, by its digest), shown at the figure's size."""
+def shown_size(png: bytes) -> dict[str, str]:
+    """The width and height a picture is shown at: half its pixels (:data:`PNG_SCALE`),
+    unrounded, so that the aspect ratio the page reserves (``book_ext/book_fixes.py``
+    turns the height into ``aspect-ratio``) is the PNG's own.
+
+    Not taught: machinery of the book's build.
+    """
     import io
 
-    from docutils import nodes
     from PIL import Image
 
     from attnlab.plotting import PNG_SCALE
 
+    width, height = Image.open(io.BytesIO(png)).size
+    return {"width": f"{width / PNG_SCALE:g}px", "height": f"{height / PNG_SCALE:g}px"}
+
+
+def _image(renderer, png: bytes, alt: str, classes: list[str], lazy: bool):
+    """An image node for ``png`` (written once, by its digest), shown at the figure's size."""
+
+    from docutils import nodes
+
+
     filename = f"{hashlib.sha256(png).hexdigest()}.png"
     uri = renderer.write_file([filename], png, overwrite=False, exists_ok=True)
-    width, height = Image.open(io.BytesIO(png)).size
-    image = nodes.image(uri=uri, alt=alt, width=f"{width // PNG_SCALE}px",
-                        height=f"{height // PNG_SCALE}px")
+    image = nodes.image(uri=uri, alt=alt, **shown_size(png))
     image["classes"] += classes
     if lazy:  # fetched only when shown: the page loads one picture
         image["loading"] = "lazy"
@@ -424,6 +436,10 @@ def themed_image_nodes(renderer, data) -> list:
     from attnlab.plotting import DARK_PNG_KEY
 
     (light,) = renderer.render_image(data)
+    content = data.content
+    for key, value in shown_size(base64.b64decode(content) if isinstance(content, str)
+                                 else content).items():
+        light[key] = value
     dark_png = base64.b64decode(data.output_metadata["image/png"][DARK_PNG_KEY])
     filename = f"{hashlib.sha256(dark_png).hexdigest()}.png"
     uri = renderer.write_file([filename], dark_png, overwrite=False, exists_ok=True)

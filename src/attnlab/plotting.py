@@ -17,7 +17,10 @@ Every figure of the course (pyplot figures in the notebooks, the live figures of
 - **dark mode**: the book shows a dark version of each figure on a dark page
   (:func:`dark_colours`): the paper is transparent and every grey — text, axes, ticks, black
   lines, light fills — takes the lightness that keeps its contrast with the page; the
-  palette's colours and the colour maps stay as they are.
+  palette's colours stay as they are, and so do colour maps that rise from dark to light
+  (viridis, cividis); a map that is light at its low end or in its middle (Greys, PuOr)
+  is drawn with its lightness turned over (:func:`dark_colour_map`), so that no bright
+  panel glares on the dark page and "more" still stands out from the page.
 
 Japanese axis labels are written horizontally (:func:`set_ylabel_horizontal`,
 :func:`set_colorbar_label`), never turned on their side. Plotting functions take an
@@ -596,6 +599,88 @@ def dark_equivalent(colour) -> tuple[float, float, float, float]:
     return (grey, grey, grey, a)
 
 
+#: Lightness (HLS) of the darkest and the lightest colour of a map turned over for the dark
+#: page (:func:`dark_colour_map`): above the page's, below its text's.
+DARK_MAP_LIGHTNESS = (0.16, 0.86)
+#: A masked ("bad") cell of a map turned over: a mid-dark grey, told apart from the page.
+DARK_BAD = "#444444"
+
+
+def _dark_map(cmap: mcolors.Colormap) -> mcolors.Colormap:
+    samples = cmap(np.linspace(0, 1, 256))  # (256, 4)
+    light = np.array([_luminance(c[:3]) for c in samples])
+    bad = cmap.get_bad()
+    light_grey_bad = bad[3] > 0 and _is_grey(bad) and _luminance(bad[:3]) > 0.3
+    # a map that rises to its lightest colour at its high end reads on a dark page as it is
+    if light.max() < 0.6 or np.argmax(light) >= 0.9 * len(light):
+        return cmap.with_extremes(bad=DARK_BAD) if light_grey_bad else cmap
+    low, high = DARK_MAP_LIGHTNESS
+    turned = []
+    for r, g, b, a in samples:
+        hue, lightness, saturation = colorsys.rgb_to_hls(r, g, b)
+        turned.append((*colorsys.hls_to_rgb(hue, low + (1 - lightness) * (high - low),
+                                            saturation), a))
+    under, over = cmap.get_under(), cmap.get_over()
+    return mcolors.ListedColormap(turned, name=f"{cmap.name}_dark").with_extremes(
+        bad=DARK_BAD if light_grey_bad else bad,
+        under=None if np.allclose(under, samples[0]) else dark_equivalent(under),
+        over=None if np.allclose(over, samples[-1]) else dark_equivalent(over))
+
+
+def dark_colour_map(cmap) -> mcolors.Colormap:
+    """The colour map a dark version draws for ``cmap``.
+
+    A map whose lightest colour is its high end (viridis, cividis, magma) is kept: "more"
+    is lighter on both pages. Any other map with a light colour (a sequential map from
+    white, Greys or Blues; a diverging map through white, PuOr or RdBu; a map of two
+    colours whose one is light grey) has its lightness turned over, hue and saturation kept,
+    between :data:`DARK_MAP_LIGHTNESS`: white becomes a dark grey just above the page,
+    a dark end becomes light. A grey "bad" colour (masked cells) becomes :data:`DARK_BAD`.
+
+    Not taught: the dark version of the book's figures.
+    """
+    cmap = plt.get_cmap(cmap) if isinstance(cmap, str) else cmap
+    key = id(cmap)
+    if key not in _DARK_MAPS or _DARK_MAPS[key][0] is not cmap:
+        _DARK_MAPS[key] = (cmap, _dark_map(cmap))
+    return _DARK_MAPS[key][1]
+
+
+#: Colour maps already turned: (the map, its dark version) by the map's id.
+_DARK_MAPS: dict[int, tuple[mcolors.Colormap, mcolors.Colormap]] = {}
+
+
+def _map_colour_at(image: AxesImage, x: float, y: float):
+    """The colour ``image`` draws at display point (x, y), or None (outside, or RGB)."""
+    data = image.get_array()
+    if data is None or data.ndim != 2:
+        return None
+    ax = image.axes
+    u, v = ax.transData.inverted().transform((x, y))
+    left, right, bottom, top = image.get_extent()
+    rows, cols = data.shape
+    fx, fy = (u - left) / (right - left), (v - bottom) / (top - bottom)
+    if not (0 <= fx < 1 and 0 <= fy < 1):
+        return None
+    col = int(fx * cols)
+    row = int((1 - fy) * rows) if image.origin == "upper" else int(fy * rows)
+    value = data[min(row, rows - 1), min(col, cols - 1)]
+    if np.ma.is_masked(value) or not np.isfinite(value):
+        return image.get_cmap().get_bad()
+    return image.get_cmap()(image.norm(value))
+
+
+def _ink_for(background) -> tuple[float, float, float, float]:
+    """Black or white, whichever reads better on ``background``."""
+    return ((0, 0, 0, 1) if contrast_ratio(background[:3], "black")
+            >= contrast_ratio(background[:3], "white") else (1, 1, 1, 1))
+
+
+def _is_grey(colour) -> bool:
+    r, g, b, _ = mcolors.to_rgba(colour)
+    return max(r, g, b) - min(r, g, b) <= 0.12
+
+
 def _over_a_map(artist, maps: list, renderer) -> bool:
     """Whether ``artist`` is drawn over a map (an image, a mesh) of its axes: text in a cell."""
     if not maps:
@@ -640,19 +725,49 @@ def dark_colours(fig: Figure) -> Iterator[Figure]:
     try:
         for patch in paper:
             change(patch, "get_facecolor", "set_facecolor", (0, 0, 0, 0))
+        turned = set()  # maps drawn with their lightness turned over (dark_colour_map)
+        for artist in fig.findobj():
+            mapped = isinstance(artist, AxesImage) or (
+                isinstance(artist, Collection) and artist.get_array() is not None)
+            if mapped and (dark := dark_colour_map(artist.get_cmap())) is not \
+                    artist.get_cmap():
+                change(artist, "get_cmap", "set_cmap", dark)
+                turned.add(id(artist))
         for artist in fig.findobj():
             if artist in paper or isinstance(artist, AxesImage | Figure):
                 continue
             ax = getattr(artist, "axes", None)
+            maps = maps_of.get(id(ax), [])
             on_map = ax is not None and id(artist) not in decorations and _over_a_map(
-                artist, maps_of.get(id(ax), []), renderer)
+                artist, maps, renderer)
             if on_map:
+                _on_a_turned_map(artist, [m for m in maps if id(m) in turned], renderer,
+                                 change)
                 continue
             _darken(artist, change)
         yield fig
     finally:
         for artist, setter, value in reversed(undo):
             getattr(artist, setter)(value)
+
+
+def _on_a_turned_map(artist, maps: list, renderer, change) -> None:
+    """Text or a line over a map whose lightness the dark version turned over: grey text
+    (a number in a cell) becomes black or white for the cell's new colour; a white line
+    (a separator between groups of rows) takes the page's colour."""
+    if isinstance(artist, Text) and maps and _is_grey(artist.get_color()):
+        box = artist.get_window_extent(renderer)
+        x, y = (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
+        for image in maps:
+            colour = _map_colour_at(image, x, y) if isinstance(image, AxesImage) else None
+            if colour is not None:
+                change(artist, "get_color", "set_color", _ink_for(colour))
+                break
+    elif isinstance(artist, Line2D) and maps:
+        colour = artist.get_color()
+        if _visible_colour(colour) and _is_grey(colour) and _luminance(
+                mcolors.to_rgb(colour)) > 0.8:
+            change(artist, "get_color", "set_color", mcolors.to_rgba(DARK_PAGE))
 
 
 def _decorations(ax) -> set:

@@ -40,7 +40,17 @@ or ``$CHROMIUM``). Per page:
   printed with its rule, page and node; :data:`AXE_EXCEPTIONS` lists the few left on
   purpose, each with its reason. Counts per page and impact are printed and written to
   ``screenshots/axe.json``;
-- a full-page screenshot in ``screenshots/`` (dark mode: ``…__dark.png``), taken from the
+- the book on a phone (issue 48): every page at 1280 px and at 390 px (:data:`PHONE`), in
+  light and dark mode (:data:`LAYOUT_JS`): no figure whose shown aspect ratio differs from
+  its PNG's by more than 1 %, no page wider than the screen, no display equation whose
+  glyphs reach outside the box that scrolls it (the ⊤ of Qᵀ), no table cut by its box
+  without a scroll cue (fade, tab stop, note), and at 390 px a figure whose text is under
+  ``MIN_TEXT_PX`` opens at full size (a link to its own file); on the text
+  (:data:`PAGE_TEXT_JS`): no space a line may break at between a number and its counter
+  (「3 つ」「第 4 章」 keep U+00A0), no plain-text math with an underscore (``d_k``)
+  outside code and math;
+- a full-page screenshot in ``screenshots/`` (dark mode: ``…__dark.png``; phone:
+  ``…__phone.png``, ``…__phone_dark.png``), taken from the
   top of the page with nothing focused (a focused skip link and the sticky header would be
   painted over the page).
 
@@ -230,6 +240,125 @@ UNIT_WRAP_JS = r"""() => {
   return found;
 }"""
 
+# The page's geometry as a reader sees it at the context's width (issue 48), the folded
+# solutions unfolded meanwhile and the scroll cues measured again
+# (_static/attnlab-typography.js):
+# - squashed: every figure shown (an <img> of the text, loaded) whose shown aspect ratio
+#   differs from its file's by more than 1 %;
+# - pageWidth: the page wider than the window (the whole page pans on a phone);
+# - clipped: display equations whose glyphs (MathJax's mjx-c boxes) come within 2 px of
+#   the edge of the container that scrolls them (overflow: auto clips what rises above it,
+#   and the ⊤ of Qᵀ, its box at the very edge, lost its bar);
+# - cut: tables wider than the box that clips them, where that box does not say it scrolls
+#   (class attnlab-scrolls-right/-left), is no tab stop, or (a table) has no note under it;
+# - small: figures whose smallest text is under the limit at this width and that do not
+#   open at full size (a link to the picture's own file; a live figure's link follows its
+#   state), with what the PNG records to compute the text size.
+LAYOUT_JS = r"""async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  const folded = [...document.querySelectorAll(".toggle-hidden")];
+  folded.forEach(e => e.classList.remove("toggle-hidden"));
+  if (window.attnlabScrollCues) window.attnlabScrollCues();
+  await new Promise(done => setTimeout(done, 50));
+  const main = document.querySelector("#main-content") || document.body;
+  const squashed = [];
+  const figures = [];
+  for (const img of main.querySelectorAll("img")) {
+    if (!img.checkVisibility() || !img.naturalWidth || !img.naturalHeight) continue;
+    const box = img.getBoundingClientRect();
+    if (box.width < 2 || box.height < 2) continue;
+    const natural = img.naturalWidth / img.naturalHeight, shown = box.width / box.height;
+    const off = Math.abs(shown / natural - 1);
+    const figure = img.closest("figure");
+    const key = (figure && figure.id) || img.getAttribute("src");
+    if (off > 0.01) squashed.push({key, natural, shown, off});
+    if (!img.closest(".cell_output")) continue;
+    const live = img.closest(".attnlab-live");
+    const link = live ? live.querySelector("a.attnlab-live-open") : img.closest("a");
+    const here = u => new URL(u, location.href).href;
+    const opens = !!link && link.checkVisibility() &&
+      here(link.getAttribute("href")) === here(img.getAttribute("src"));
+    figures.push({key, src: img.getAttribute("src"), natural: img.naturalWidth,
+                  shown: box.width, opens});
+  }
+  const clipped = [];
+  for (const box of main.querySelectorAll("mjx-container[display='true']")) {
+    if (!box.checkVisibility()) continue;
+    const outer = box.getBoundingClientRect();
+    const s = getComputedStyle(box);
+    const top = outer.top + parseFloat(s.borderTopWidth);
+    const bottom = outer.bottom - parseFloat(s.borderBottomWidth);
+    // a glyph's ink reaches a little past the box MathJax gives it (the ⊤ of Qᵀ sat with
+    // its box at the very top of its container and lost its bar): 2 px of room each side
+    const room = 2;
+    let over = 0;
+    for (const c of box.querySelectorAll("mjx-math mjx-c")) {
+      const r = c.getBoundingClientRect();
+      if (r.height === 0) continue;
+      over = Math.max(over, top + room - r.top, r.bottom + room - bottom);
+    }
+    if (over > 0) {
+      const item = [...MathJax.startup.document.math].find(m => m.typesetRoot === box);
+      clipped.push({tex: item ? item.math.trim() : box.textContent.slice(0, 40),
+                    over: Math.round(over * 10) / 10});
+    }
+  }
+  const cut = [];
+  for (const table of main.querySelectorAll("table")) {
+    if (!table.checkVisibility()) continue;
+    let clip = table.parentElement;
+    while (clip && clip !== main && getComputedStyle(clip).overflowX === "visible") {
+      clip = clip.parentElement;
+    }
+    if (!clip || clip === main) continue;
+    const right = table.getBoundingClientRect().right, edge = clip.getBoundingClientRect().right;
+    if (clip.scrollWidth - clip.clientWidth <= 1 && right <= edge + 1) continue;
+    const cue = clip.classList.contains("attnlab-scrolls-right") ||
+                clip.classList.contains("attnlab-scrolls-left");
+    const note = clip.nextElementSibling &&
+                 clip.nextElementSibling.classList.contains("attnlab-scroll-note");
+    if (!cue || clip.tabIndex < 0 || !note) {
+      cut.push({table: table.innerText.trim().slice(0, 40), over: Math.round(right - edge),
+                cue, tab: clip.tabIndex, note: !!note});
+    }
+  }
+  folded.forEach(e => e.classList.add("toggle-hidden"));
+  if (window.attnlabScrollCues) window.attnlabScrollCues();
+  return {squashed, figures, clipped, cut,
+          pageWidth: document.documentElement.scrollWidth, window: window.innerWidth};
+}"""
+
+# The text of the page (not code, not math, not scripts; issue 48):
+# - split: a typed space between a number and its counter that a line may break at
+#   (「3 つ」「第 4 章」「図 1」「約 5」; the build makes them no-break spaces,
+#   book_ext/book_fixes.py);
+# - plainMath: math written as plain text with an underscore (d_k, h_kv, θ_i).
+PAGE_TEXT_JS = r"""() => {
+  const ja = "\\u3040-\\u30ff\\u3400-\\u4dbf\\u4e00-\\u9fff\\uf900-\\ufaff\\u3005\\uff01-\\uff5e";
+  const split = new RegExp("[0-9%％] (?=[" + ja + "])|[第約全各図表式練習節章] (?=[0-9])", "g");
+  const plain = new RegExp("(?<![\\w/.\\-])(?:√)?[A-Za-zα-ωΑ-Ω]_" +
+                           "(?:[A-Za-z0-9]+|\\{[^}]*\\}|\\([^)]*\\))(?![\\w/])", "g");
+  const found = {split: [], plainMath: []};
+  const main = document.querySelector("#main-content") || document.body;
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+    const el = t.parentElement;
+    if (el.closest("pre, code, kbd, script, style, mjx-container, .math, .highlight, " +
+                   ".attnlab-live-controls, a.headerlink")) continue;
+    for (const m of t.data.matchAll(split)) {
+      found.split.push(t.data.slice(Math.max(0, m.index - 8), m.index + 8));
+    }
+    for (const m of t.data.matchAll(plain)) {
+      if (/^(https?|www)/.test(m[0])) continue;
+      found.plainMath.push({text: m[0], context: t.data.slice(Math.max(0, m.index - 12),
+                                                             m.index + 20).trim()});
+    }
+  }
+  return found;
+}"""
+
 # Before a screenshot: nothing focused (a focused skip link shows its bar over the page)
 # and the page at its top (the sticky header is painted where the window last was).
 UNFOCUS_JS = """() => {
@@ -246,7 +375,69 @@ UNFOCUS_JS = """() => {
 # a copy of the chapter); "math-backslash", "wide-equation" — a formula, by its first 40
 # characters; "unit-wrap" — a table cell's first 40 characters and its number and unit.
 # The second pass empties it.
+_CODE_MATH = "章のコードが書く表・ラベル（Markdown でない）"
 KNOWN_UNTIL_PASS_2: tuple[tuple[str, str, str, str], ...] = (
+    # issue 48, M4: plain-text math the chapters' code writes (ResultTable titles and
+    # headers, live figures' labels), not Markdown (scripts/plain_math.py fixes that):
+    # for the chapters' helpers to write as HTML (d<sub>k</sub>) or mathtext.
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|d_k', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|Var[q·k/√d_k]', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     '√d_k|√d_k で割る', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|∂p/∂q‖・割らない（d_k ごとに 2000\xa0個のクエリ', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     '√d_k|‖∂p/∂q‖・√d_k で割る（同じクエリとキー）', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     '√d_k|(b) √d_k で割る', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'T_k|の平均（行: キーの数 T_k とスコア、列: d_k）', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|T_k とスコア、列: d_k）', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'T_k|T_k', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|d_k = 4', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|d_k = 16', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|d_k = 64', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|d_k = 256', _CODE_MATH),
+    ('notebooks/01_attention_review', 'plain-math',
+     'd_k|d_k = 1024', _CODE_MATH),
+    ('notebooks/02_why_heads', 'plain-math',
+     'd_k|d_k', _CODE_MATH),
+    ('notebooks/03_split_and_concat', 'plain-math',
+     'd_k|スコア QK^T/√d_k', _CODE_MATH),
+    ('notebooks/03_split_and_concat', 'plain-math',
+     'W_O|出力 Concat·W_O', _CODE_MATH),
+    ('notebooks/03_split_and_concat', 'plain-math',
+     'd_k|d_k', _CODE_MATH),
+    ('notebooks/04_what_heads_capture', 'plain-math',
+     'h_kv|h_kv', _CODE_MATH),
+    ('notebooks/04_what_heads_capture', 'plain-math',
+     'd_k|d_k', _CODE_MATH),
+    ('notebooks/06_sinusoidal_encoding', 'plain-math',
+     'λ_i|波長 λ_i', _CODE_MATH),
+    ('notebooks/06_sinusoidal_encoding', 'plain-math',
+     'λ_i|λ_i / 2π', _CODE_MATH),
+    ('notebooks/06_sinusoidal_encoding', 'plain-math',
+     'd_model|d_model', _CODE_MATH),
+    ('notebooks/06_sinusoidal_encoding', 'plain-math',
+     '√d_model|√d_model·|e|', _CODE_MATH),
+    ('notebooks/06_sinusoidal_encoding', 'plain-math',
+     '√d_model|√d_model·|e| / |PE|', _CODE_MATH),
+    ('notebooks/08_rope', 'plain-math',
+     'θ_i|θ_i（底 10000）', _CODE_MATH),
+    ('notebooks/08_rope', 'plain-math',
+     'θ_i|θ_i（底 500000）', _CODE_MATH),
+    ('notebooks/09_context_extension', 'plain-math',
+     'θ_i|θ_i', _CODE_MATH),
+    ('notebooks/10_length_generalization', 'plain-math',
+     'θ_i|θ_i', _CODE_MATH),
 )
 
 # axe-core's impacts, worst first; a violation of the first two fails the test.
@@ -659,6 +850,79 @@ def check_figures(tab, site: Path | None, page: str, design: DesignFindings,
     return sizes
 
 
+#: The phone of issue 48: 390 CSS pixels wide, a touch screen, one device pixel per CSS
+#: pixel (the figures' text size is in CSS pixels either way).
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True,
+         "device_scale_factor": 1}
+
+
+def check_layout(tab, site: Path | None, page: str, where: str, design: "DesignFindings",
+                 problems: list[str]) -> str:
+    """The geometry checks of :data:`LAYOUT_JS` at the tab's width and colour (``where``
+    names them: 「1280 px」「390 px、ダーク」); returns a summary."""
+    layout = tab.evaluate(LAYOUT_JS)
+    # the screen's width: a phone widens its layout viewport (innerWidth) to a wide page
+    layout["window"] = (tab.viewport_size or {}).get("width", layout["window"])
+    for item in layout["squashed"]:
+        problems.append(f"{where}：図 {item['key']} の縦横比が {item['shown']:.3f} です"
+                        f"（画像は {item['natural']:.3f}、{item['off']:.1%} の歪み）")
+    if layout["pageWidth"] > layout["window"]:
+        problems.append(f"{where}：ページの幅 {layout['pageWidth']} px が画面"
+                        f" {layout['window']} px より広く、ページ全体が横に動きます")
+    for item in layout["clipped"]:
+        design.add(problems, page, "clipped-equation", item["tex"][:40],
+                   f"{where}：別行の数式が枠で {item['over']} px 切れています"
+                   f"：{item['tex'][:60]!r}")
+    for item in layout["cut"]:
+        problems.append(f"{where}：表が枠より {item['over']} px 広いのに、スクロールの手がかりが"
+                        f"ありません（フェード {item['cue']}、tabIndex {item['tab']}、"
+                        f"注記 {item['note']}）：{item['table']!r}")
+    small = 0
+    if site is not None:
+        for figure in layout["figures"]:
+            px = figure_text_px(((site / page).parent / figure["src"]).resolve(),
+                                figure["shown"], figure["natural"])
+            if px is None or px >= MIN_TEXT_PX:
+                continue
+            small += 1
+            if not figure["opens"]:
+                problems.append(f"{where}：図 {figure['key']} の字が {px:.1f} px で、"
+                                "原寸で開くリンクもありません")
+    return (f"{where}：図 {len(layout['figures'])}（うち小さい字で原寸リンク {small}）、"
+            f"ページ幅 {layout['pageWidth']} px")
+
+
+def check_page_text(tab, page: str, design: "DesignFindings", problems: list[str]) -> None:
+    """:data:`PAGE_TEXT_JS`: numbers split from their counters, plain-text math."""
+    text = tab.evaluate(PAGE_TEXT_JS)
+    for context in text["split"]:
+        problems.append(f"数と助数詞の間の空白で行が分かれうります（U+00A0 に）：{context!r}")
+    for item in text["plainMath"]:
+        design.add(problems, page, "plain-math", f"{item['text']}|{item['context'][:30]}",
+                   f"下線つきの記号が数式でなく地の文に書かれています：{item['text']!r}"
+                   f"（{item['context']!r}）")
+
+
+def check_page_phone(context, router: "Router", base: str, page: str, site: Path | None,
+                     mode: str, design: "DesignFindings") -> tuple[list[str], str]:
+    """The page on a phone (:data:`PHONE`) in ``mode``: :func:`check_layout` and a
+    screenshot (``…__phone.png``, ``…__phone_dark.png``)."""
+    problems: list[str] = []
+    tab = context.new_page()
+    _watch(tab, router, base, page, problems)
+    tab.goto(f"{base}/{page}.html", wait_until="load")
+    tab.evaluate(IMAGES_JS)
+    where = "390 px" + ("、ダーク" if mode == "dark" else "")
+    summary = check_layout(tab, site, page, where, design, problems)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    tab.evaluate(UNFOCUS_JS)
+    suffix = "__phone" if mode == "light" else "__phone_dark"
+    tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}{suffix}.png"),
+                   full_page=True)
+    tab.close()
+    return problems, summary
+
+
 def _watch(tab, router: "Router", base: str, page: str, problems: list[str]) -> None:
     """Console errors, exceptions, failed requests and error responses become problems."""
     def on_console(message):
@@ -729,6 +993,9 @@ def check_page(context, router: "Router", base: str, page: str,
                    f"表のセルで数と単位が別の行に分かれています：{item['text']!r}"
                    f"（{item['cell']!r}）")
 
+    layout = check_layout(tab, site, page, "1280 px", design, problems)
+    check_page_text(tab, page, design, problems)
+
     overflow = tab.evaluate(OVERFLOW_JS)
     for block in overflow["wide"]:
         kind = "出力" if block["output"] else "コード"
@@ -755,7 +1022,7 @@ def check_page(context, router: "Router", base: str, page: str,
     summary = (f"画像 {images['count']}、数式 {math['count']}、ウィジェット {len(widgets)}、"
                f"図の最小の字 {smallest}、別行の数式の最大幅 {math_layout['widest']:.0%}、"
                f"コードと出力の枠 {overflow['count']}、"
-               f"ライブ図の操作 {moves} 回、axe {_counts_text(counts)}、"
+               f"ライブ図の操作 {moves} 回、axe {_counts_text(counts)}、{layout}、"
                f"{time.perf_counter() - start:.1f} 秒")
     return problems, summary
 
@@ -803,12 +1070,13 @@ def check_page_dark(context, router: "Router", base: str, page: str,
             problems.append(f"図 {key} にダークモードのパネルかフィルターがかかっています（"
                             f"filter {figure['filter']}、背景 {figure['background']}、"
                             f"余白 {figure['padding']} px）")
+    layout = check_layout(tab, None, page, "1280 px、ダーク", design, problems)
     counts = _axe_on(tab, page, "dark", problems, axe_counts, excused)
     tab.evaluate(UNFOCUS_JS)
     tab.screenshot(path=str(SCREENSHOTS / f"{page.replace('/', '__')}__dark.png"),
                    full_page=True)
     tab.close()
-    return problems, f"axe {_counts_text(counts)}"
+    return problems, f"axe {_counts_text(counts)}、{layout}"
 
 
 def check_search(context, base: str) -> list[str]:
@@ -890,6 +1158,19 @@ def main(site: Path) -> int:
                 print(f"  {'OK' if not problems else '失敗'} {page}、ダークモード（{summary}）")
                 failed += [f"{page}（ダーク）: {p}" for p in problems]
                 failed_checks += bool(problems)
+            for mode in ("light", "dark"):
+                phone = browser.new_context(**PHONE, locale="ja-JP")
+                phone.set_default_timeout(30_000)
+                if mode == "dark":
+                    phone.add_init_script(DARK_MODE_JS)
+                phone.route("**/*", router)
+                for page in pages:
+                    problems, summary = check_page_phone(phone, router, base, page, site,
+                                                         mode, design)
+                    print(f"  {'OK' if not problems else '失敗'} {page}（{summary}）")
+                    failed += [f"{page}（スマートフォン、{mode}）: {p}" for p in problems]
+                    failed_checks += bool(problems)
+                phone.close()
             browser.close()
         failed += design.stale()
         failed_checks += bool(design.stale())
@@ -912,7 +1193,7 @@ def main(site: Path) -> int:
     for problem in failed:
         print("問題:", problem, file=sys.stderr)
     seconds = time.perf_counter() - start
-    print(f"browser: {2 * len(pages) + 2 - failed_checks} passed, {failed_checks} failed")
+    print(f"browser: {4 * len(pages) + 2 - failed_checks} passed, {failed_checks} failed")
     if failed:
         print(f"ブラウザの検査：{len(failed)} 個の問題（{seconds:.0f} 秒）", file=sys.stderr)
         return 1

@@ -74,3 +74,35 @@ def test_a_fix_changes_whitespace_only_and_never_the_markdown_structure():
 def test_fixing_a_page_changes_only_whitespace(path):
     for where, text in markdown_sources(path):
         assert re.sub(r"\s", "", fix_markdown(text)) == re.sub(r"\s", "", text), where
+
+
+_FENCE = re.compile(r"^ *(`{3,}|~{3,})[^\n]*\n.*?^ *\1[`~]*[ \t]*$", re.MULTILINE | re.DOTALL)
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
+
+
+def unpaired_dollars(text: str) -> list[str]:
+    """The paragraphs of a Markdown text with an odd number of ``$`` outside code: a math
+    span that never closes (``図でも $ とともに``) shows a stray "$" or swallows the text up
+    to the next one. ``\\$`` is a literal dollar and does not count."""
+    text = _CODE_SPAN.sub("", _FENCE.sub("", text))
+    return [p.strip() for p in re.split(r"\n\s*\n", text)
+            if len(re.findall(r"(?<!\\)\$", p)) % 2]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_math_span_is_closed(path):
+    found = [f"{where}: …{p[:80]}…" for where, text in markdown_sources(path)
+             for p in unpaired_dollars(text)]
+    assert not found, (f"{path.relative_to(ROOT)}: 閉じていない $ のある段落 {len(found)} 件:\n"
+                       + "\n".join(found))
+
+
+@pytest.mark.parametrize(("text", "n_bad"), [
+    ("図でも $h$ とともに伸びます。", 0),
+    ("図でも $ とともに伸びます。", 1),
+    ("$$\nx = 1\n$$\n\n$a$ と `$b`、\\$5", 0),  # display math, code, an escaped dollar
+    ("```python\nprint('$')\n```\n\n本文", 0),
+    ("一段落目 $a$\n\n二段落目 $b と $c$", 1),
+])
+def test_unpaired_dollars_finds_an_unclosed_math_span(text, n_bad):
+    assert len(unpaired_dollars(text)) == n_bad

@@ -185,13 +185,13 @@ def test_a_sliding_window_caps_the_cache_at_the_window():
     assert windowed == decode_attention_cost(32, 32, 8, 128, 4096)
 
 
-def test_one_decode_step_reads_the_weights_once_and_every_sequences_cache():
+def test_one_decode_step_reads_the_parameters_once_and_every_sequences_cache():
     n = 1_000
     for batch in (1, 4):
         reads = decode_step_reads(n, 2, 3, 8, 50, batch_size=batch)
-        assert reads.weights == 2 * n  # fp16, whatever the batch
+        assert reads.params == 2 * n  # fp16, whatever the batch
         assert reads.kv_cache == kv_cache_bytes(2, 3, 8, 50, batch_size=batch)
-        assert reads.total == reads.weights + reads.kv_cache
+        assert reads.total == reads.params + reads.kv_cache
 
 
 def test_what_gqa_saves_per_step_depends_on_the_batch():
@@ -201,6 +201,13 @@ def test_what_gqa_saves_per_step_depends_on_the_batch():
              / decode_step_reads(n, 80, 8, 128, 4096, b).total for b in (1, 16)}
     assert 1 - 1 / ratio[1] == pytest.approx(0.063, abs=0.001)
     assert ratio[16] == pytest.approx(1.94, abs=0.005)
+    # each model with its own parameters: the MHA model has W_K, W_V for 64 heads
+    n_mha = llama_param_count(80, 8192, 64, 64, 28672, 32000)
+    assert (n_mha - n) * 2 == 17.5 * 2**30  # fp16: 17.5 GiB more W_K, W_V
+    own = {b: decode_step_reads(n_mha, 80, 64, 128, 4096, b).total
+           / decode_step_reads(n, 80, 8, 128, 4096, b).total for b in (1, 16)}
+    assert 1 - 1 / own[1] == pytest.approx(0.168, abs=0.001)
+    assert own[16] == pytest.approx(2.06, abs=0.005)
 
 
 @pytest.mark.parametrize("call, fragment", [
@@ -245,8 +252,10 @@ def test_seed_studies_on_two_processes_are_the_five_functions_bit_for_bit(monkey
         for got, want in zip(study[1:5], alone, strict=True):
             for a, b in zip(got, want, strict=True):
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        np.testing.assert_array_equal(study.ablation,
+                                      ablation_losses(run.params, batch, CONFIG))
         assert sorted(study.uptrained) == sorted(
-            (n, how) for n in (2, 1) for how in chapter.POOLINGS)
+            [(2, "mean")] + [(1, how) for how in chapter.POOLINGS])
         for (n_kv, how), (config, params) in study.uptrained.items():
             want_config, want = chapter.uptrained(seed, n_kv, how)
             assert config == want_config

@@ -171,9 +171,9 @@ def decode_attention_cost(
 class DecodeReads(NamedTuple):
     """What :func:`decode_step_reads` returns: bytes read from memory in one step."""
 
-    weights: int  # every parameter once, shared by the whole batch
+    params: int  # every parameter once, shared by the whole batch
     kv_cache: int  # every sequence's own K/V cache
-    total: int  # weights + kv_cache
+    total: int  # params + kv_cache
 
 
 def decode_step_reads(
@@ -187,10 +187,10 @@ def decode_step_reads(
     *,
     sliding_window: int | None = None,
 ) -> DecodeReads:
-    """Bytes one decoding step reads from memory: the weights plus the K/V cache.
+    """Bytes one decoding step reads from memory: the parameters plus the K/V cache.
 
-    To generate the next token of ``batch_size`` sequences at once, each weight matrix
-    is read once and applied to the B new tokens together, so the weights cost
+    To generate the next token of ``batch_size`` sequences at once, each parameter matrix
+    is read once and applied to the B new tokens together, so the parameters cost
     ``n_params · bytes`` whatever B is. Each sequence has its own cache, so the cache
     costs :func:`kv_cache_bytes` of B sequences. Fewer K/V heads shrink only the second
     term; what that saves of the total depends on B and T. Activations and the
@@ -201,23 +201,23 @@ def decode_step_reads(
     n_params : int
         Parameters of the model (e.g. :func:`llama_param_count`).
     n_layers, n_kv_heads, d_head, seq_len, batch_size, bytes_per_value : int
-        As for :func:`kv_cache_bytes`; the weights use the same ``bytes_per_value``.
+        As for :func:`kv_cache_bytes`; the parameters use the same ``bytes_per_value``.
     sliding_window : int, optional
         As for :func:`kv_cache_bytes`.
 
     Returns
     -------
     DecodeReads
-        ``weights``, ``kv_cache`` and ``total`` in bytes.
+        ``params``, ``kv_cache`` and ``total`` in bytes.
 
     Taught in chapter 04.
     """
     n_params = positive_int(n_params, "n_params")
     size = positive_int(bytes_per_value, "bytes_per_value")
-    weights = n_params * size
+    param_bytes = n_params * size
     cache = kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch_size, size,
                            sliding_window=sliding_window)
-    return DecodeReads(weights, cache, weights + cache)
+    return DecodeReads(param_bytes, cache, param_bytes + cache)
 
 
 def llama_param_count(

@@ -38,7 +38,7 @@ from attnlab.model import (
 )
 from attnlab.parallel import on_cores
 from attnlab.tasks import Batch, RepeatedSequence
-from attnlab.training import PruningCurve, evaluate, pruning_curve, train
+from attnlab.training import PruningCurve, ablation_losses, evaluate, pruning_curve, train
 
 #: The chapter's model: V=32, D=64, H=4, L=2, learned positions, causal.
 CONFIG = ModelConfig(vocab_size=32, d_model=64, n_heads=4, n_layers=2, max_len=32)
@@ -221,16 +221,24 @@ class Emergence(NamedTuple):
     steps: np.ndarray  # (n,) training steps
     previous_early: np.ndarray  # (n, n_layers, H) previous-token score, positions 0 … 15
     induction: np.ndarray  # (n, n_layers, H)
-    accuracy: np.ndarray  # (n,) in-context accuracy on the evaluation batch
+    accuracy: np.ndarray  # (n,) in-context accuracy on the first EMERGENCE_ROWS rows
+
+
+#: Rows of :func:`eval_batch` that :func:`emergence` measures at every snapshot.
+EMERGENCE_ROWS = 64
 
 
 def emergence(seed: int) -> Emergence:
     """The heads' scores and the in-context accuracy at every recorded step of a run.
 
+    Measured on the first :data:`EMERGENCE_ROWS` rows of :func:`eval_batch` (the 41
+    snapshots of every seed are the chapter's largest evaluation; the curves are read
+    only coarsely: which step crosses 0.5, below 0.2 at step 20, above 0.8 at step 60).
+
     Taught in chapter 04.
     """
     run = trained_model(seed)
-    tokens, targets, loss_mask = eval_batch()
+    tokens, targets, loss_mask = (a[:EMERGENCE_ROWS] for a in eval_batch())
     scores, accuracy = [], []
     for params in run.snapshots:
         logits, attn = forward(params, tokens, CONFIG)  # (B, T, V), L × (B, H, T, T)
@@ -405,6 +413,7 @@ class SeedStudy(NamedTuple):
     greedy: PruningCurve  # greedy_pruning_curve(run.params)
     importance: PruningCurve  # importance_pruning_curve(run.params)
     uptrained: dict  # (n_kv_heads, how) -> uptrained(seed, n_kv_heads, how)
+    ablation: np.ndarray  # (L, H): ablation_losses(run.params, eval_batch(), CONFIG)
 
 
 def seed_studies(seeds, *, workers: int | None = None) -> dict[int, SeedStudy]:
@@ -412,14 +421,15 @@ def seed_studies(seeds, *, workers: int | None = None) -> dict[int, SeedStudy]:
 
     For each seed: :func:`trained_model`, :func:`emergence`, the pruning curve in the
     order of the heads' losses alone (:func:`attnlab.training.pruning_curve` on
-    :func:`eval_batch`), :func:`greedy_pruning_curve`,
-    :func:`importance_pruning_curve` and :func:`uptrained` for ``n_kv_heads`` 2 and 1
-    and every way in :data:`POOLINGS` (put in this process's cache). Each seed is one call of
-    :func:`attnlab.parallel.on_cores` that trains it (unless trained already) and
-    measures it at once, so the seeds share the CPU cores with one start of the
-    processes; the results are the same, bit for bit, as those functions called one
-    after the other (with one core, that is what runs). ``workers`` as for
-    :func:`~attnlab.parallel.on_cores` (default: as many as the cores and the seeds).
+    :func:`eval_batch`) with those losses (:func:`attnlab.training.ablation_losses`),
+    :func:`greedy_pruning_curve`, :func:`importance_pruning_curve` and
+    :func:`uptrained` for every ``(n_kv_heads, how)`` of :data:`STUDY_POOLINGS` (put in
+    this process's cache). Each seed is one call of :func:`attnlab.parallel.on_cores`
+    that trains it (unless trained already) and measures it at once, so the seeds
+    share the CPU cores with one start of the processes; the results are the same,
+    bit for bit, as those functions called one after the other (with one core, that is
+    what runs). ``workers`` as for :func:`~attnlab.parallel.on_cores` (default: as many
+    as the cores and the seeds).
     It teaches nothing of its own: it runs those functions side by side, for speed.
 
     Taught in chapter 04.
@@ -443,16 +453,25 @@ def _study_seed(seed: int, run: TrainedModel | None) -> SeedStudy:
     run = _train_seed(seed) if run is None else run
     _TRAINED.setdefault(seed, run)
     batch = eval_batch()
-    pooled = {(n_kv, how): uptrained(seed, n_kv, how)
-              for n_kv in (2, 1) for how in POOLINGS}
-    return SeedStudy(run, emergence(seed), pruning_curve(run.params, batch, CONFIG),
+    pooled = {key: uptrained(seed, *key) for key in STUDY_POOLINGS}
+    # pruning_curve's own order, from the ablation losses kept for section 7
+    alone = ablation_losses(run.params, batch, CONFIG)  # (L, H)
+    every = [(layer, head) for layer in range(CONFIG.n_layers)
+             for head in range(CONFIG.n_heads)]
+    order = [every[i] for i in np.argsort(alone, axis=None, kind="stable")]
+    return SeedStudy(run, emergence(seed),
+                     pruning_curve(run.params, batch, CONFIG, order=order),
                      greedy_pruning_curve(run.params, batch),
-                     importance_pruning_curve(run.params, batch), pooled)
+                     importance_pruning_curve(run.params, batch), pooled, alone)
 
 
 #: How :func:`pooled_params` makes a group's K/V head: Ainslie et al.'s mean and the two
 #: controls they compare it with (their Figure 4).
 POOLINGS = ("mean", "first", "random")
+
+#: The uptrained runs :func:`seed_studies` makes for each seed: the mean at h_kv = 2 and
+#: all three ways at h_kv = 1 (MQA, the conversion of Ainslie et al.'s Figure 4).
+STUDY_POOLINGS = ((2, "mean"),) + tuple((1, how) for how in POOLINGS)
 
 
 def pooled_params(params: dict, n_kv_heads: int, how: str = "mean") -> tuple[ModelConfig, dict]:

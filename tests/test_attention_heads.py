@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.attention import (
-    MHAWeights,
+    MHAProjections,
     causal_mask,
     head_counts,
     init_mha,
@@ -39,7 +39,7 @@ def mha_setups(draw, even_head=False):
     return x, weights, n_heads, n_kv_heads
 
 
-def repeat_kv_heads(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeights:
+def repeat_kv_heads(weights: MHAProjections, n_heads: int, n_kv_heads: int) -> MHAProjections:
     """The plain-MHA weights that GQA stands for: each K/V head copied to its query heads."""
     d_model = weights.w_q.shape[0]
     d_head = d_model // n_heads
@@ -243,7 +243,7 @@ def test_float32_stays_float32(fn):
     out, attn = fn(x, w, 4, n_kv_heads=2, mask=causal_mask(5), rope=RoPE(),
                    bias=alibi_bias(4, 5))
     assert out.dtype == np.float32 and attn.dtype == np.float32
-    out64, _ = fn(x.astype(np.float64), MHAWeights(*(a.astype(np.float64) for a in w)), 4,
+    out64, _ = fn(x.astype(np.float64), MHAProjections(*(a.astype(np.float64) for a in w)), 4,
                   n_kv_heads=2, mask=causal_mask(5), rope=RoPE(), bias=alibi_bias(4, 5))
     np.testing.assert_allclose(out, out64, rtol=1e-4, atol=1e-5)
 
@@ -304,8 +304,8 @@ def test_cost_formulas_match_counted_multiply_adds(d_model, n_heads, n_kv_heads,
         assert cost.flops[stage] == 2 * count, stage
     assert cost.flops["total"] == 2 * sum(macs.values())
     assert cost.params["total"] == sum(a.size for a in w)
-    assert {k: cost.params[k] for k in MHAWeights._fields} == {
-        k: getattr(w, k).size for k in MHAWeights._fields}
+    assert {k: cost.params[k] for k in MHAProjections._fields} == {
+        k: getattr(w, k).size for k in MHAProjections._fields}
 
 
 def test_cost_does_not_depend_on_the_number_of_heads():
@@ -354,9 +354,9 @@ def _hide_query(i, T=5):
         (lambda: multi_head_attention(*_layer(), 3), "d_model=8 は n_heads=3"),
         (lambda: multi_head_attention(*_layer(), 4, n_kv_heads=3), "n_heads=4 は n_kv_heads=3"),
         (lambda: multi_head_attention(*_layer(n_kv_heads=2), 4),
-         r"weights\.w_k の形 \(8, 4\)"),
+         r"proj\.w_k の形 \(8, 4\)"),
         (lambda: multi_head_attention(_layer()[0][:, :6], _layer()[1], 2),
-         r"weights\.w_q の形 \(8, 8\)"),
+         r"proj\.w_q の形 \(8, 8\)"),
         (lambda: multi_head_attention(np.zeros(8), _layer()[1], 4), r"x\.shape=\(8,\)"),
         (lambda: multi_head_attention(*_layer(), 4, mask=np.ones((4, 4), dtype=bool)),
          r"mask の形 \(4, 4\)"),
@@ -373,7 +373,7 @@ def _hide_query(i, T=5):
         (lambda: multi_head_attention(*_layer(12, 4), 4, rope=RoPE()), "d_head=3"),
         (lambda: multi_head_attention(*_layer(), 4, rope="yes"), "rope="),
         (lambda: multi_head_attention(_layer()[0] * np.nan, _layer()[1], 4), "x に NaN"),
-        (lambda: multi_head_attention(_layer()[0], (1, 2), 4), "MHAWeights"),
+        (lambda: multi_head_attention(_layer()[0], (1, 2), 4), "MHAProjections"),
         (lambda: mean_pool_kv(_layer()[1], 4, 3), "n_heads=4 は n_kv_heads=3"),
         (lambda: mha_cost(8, 4, 0), "seq_len=0"),
         (lambda: kv_cache_bytes(32, 8, 128, 1, bytes_per_value=0), "bytes_per_value=0"),

@@ -14,7 +14,7 @@ from attnlab.inference import (
     online_softmax_attention,
     receptive_field,
 )
-from attnlab.model import ModelConfig, forward, init_params, layer_weights
+from attnlab.model import ModelConfig, forward, init_params, layer_projections
 from attnlab.positional import alibi_bias, lookup_positions, sinusoidal_encoding
 
 T = 12
@@ -71,7 +71,7 @@ def reference_with_mask(params, tokens, config, mask):
         x = x + lookup_positions(params["pos"], np.arange(T_))
     bias = alibi_bias(config.n_heads, T_) if config.positional == "alibi" else None
     for layer in range(config.n_layers):
-        out, _ = multi_head_attention(x, layer_weights(params, layer), config.n_heads,
+        out, _ = multi_head_attention(x, layer_projections(params, layer), config.n_heads,
                                       n_kv_heads=config.n_kv_heads, mask=mask,
                                       rope=config.rope, bias=bias)
         x = x + out

@@ -250,7 +250,7 @@ def test_attention_on_previous_row_finds_every_copy_and_sums_to_the_direct_weigh
 def test_score_terms_by_offset_add_up_to_the_models_scores():
     """The four terms, summed, are each head's scaled score at the keys i, i−1, i−2, i−3."""
     from attnlab.attention import split_heads
-    from attnlab.model import init_params, layer_weights
+    from attnlab.model import init_params, layer_projections
 
     config = LEARNED_CONFIG
     params = init_params(config, np.random.default_rng(3))
@@ -258,7 +258,7 @@ def test_score_terms_by_offset_add_up_to_the_models_scores():
     assert terms.shape == (4, config.n_heads, 4)
     batch = PreviousToken(vocab_size=config.vocab_size)(np.random.default_rng(4), 8, TRAIN_LEN)
     x = params["embed"][batch.tokens] + params["pos"][:TRAIN_LEN]  # (B, T, D)
-    proj = layer_weights(params, 0)
+    proj = layer_projections(params, 0)
     q = split_heads(x.astype(np.float64) @ proj.w_q, config.n_heads)  # (B, H, T, Dh)
     k = split_heads(x.astype(np.float64) @ proj.w_k, config.n_heads)
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(config.d_head)  # (B, H, T, T)

@@ -14,7 +14,7 @@ from attnlab.model import (
     forward,
     init_params,
     layer_keys,
-    layer_weights,
+    layer_projections,
     loss_and_grads,
     param_shapes,
 )
@@ -112,7 +112,7 @@ def forward_from_attention_module(params, tokens, config):
         bias = params["t5_bias"][:, t5_buckets_by_loop(T, config)]  # (H, T, T)
     attns = []
     for layer in range(config.n_layers):
-        weights = layer_weights(params, layer)
+        weights = layer_projections(params, layer)
         out, attn = multi_head_attention(x, weights, config.n_heads, n_kv_heads=config.n_kv_heads,
                                          mask=mask, rope=config.rope, bias=bias)
         x = x + out
@@ -249,17 +249,17 @@ def test_a_model_whose_kv_heads_agree_in_pairs_pools_to_the_same_gqa_model():
             w = params[f"layers.{layer}.{name}"]
             for head in (1, 3):  # head 1 copies head 0, head 3 copies head 2
                 w[:, head * d_head:(head + 1) * d_head] = w[:, (head - 1) * d_head:head * d_head]
-    assert layer_weights(params, 1).w_q is params["layers.1.w_q"]
+    assert layer_projections(params, 1).w_q is params["layers.1.w_q"]
     gqa = dict(params)
     for layer in range(config.n_layers):
-        pooled = mean_pool_kv(layer_weights(params, layer), n_heads=4, n_kv_heads=2)
+        pooled = mean_pool_kv(layer_projections(params, layer), n_heads=4, n_kv_heads=2)
         gqa.update(zip(layer_keys(layer), pooled, strict=True))
     tokens, _, _ = small_batch(config)
     np.testing.assert_allclose(forward(gqa, tokens, gqa_config).logits,
                                forward(params, tokens, config).logits, rtol=1e-12, atol=1e-12)
     message = "params に 'layers.2.w_q' がありません: layer=2 の層はありません"
     with pytest.raises(ValueError, match=message):
-        layer_weights(params, 2)
+        layer_projections(params, 2)
 
 
 def test_ablation_losses_switch_off_one_head_at_a_time():

@@ -56,7 +56,7 @@ from attnlab.plotting import (  # noqa: E402
     set_colorbar_label,
     set_ylabel_horizontal,
     smallest_font_size,
-    use_japanese_font,
+    use_book_style,
 )
 
 
@@ -67,7 +67,7 @@ def _close_figures():
 
 
 def test_japanese_text_draws_without_missing_glyph_warnings():
-    assert use_japanese_font() == "IPAexGothic"
+    assert use_book_style() == "IPAexGothic"
     fig, ax = plt.subplots()
     ax.set_title("アテンションの重み（スケーリングなし）√d_k × θ → −1")
     ax.set_xlabel("キー位置")
@@ -77,7 +77,7 @@ def test_japanese_text_draws_without_missing_glyph_warnings():
 
 
 def test_plot_attention_labels_rows_as_queries_and_columns_as_keys():
-    use_japanese_font()
+    use_book_style()
     weights = softmax(np.arange(12.0).reshape(3, 4))
     ax = plot_attention(weights, ["a", "b", "c"], ["w", "x", "y", "z"], title="題")
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
@@ -87,7 +87,7 @@ def test_plot_attention_labels_rows_as_queries_and_columns_as_keys():
 
 
 def test_plot_attention_writes_only_the_visible_weights():
-    use_japanese_font()
+    use_book_style()
     weights = np.tril(np.full((3, 3), 1 / 3))
     ax = plot_attention(weights, mask=causal_mask(3))
     assert len(ax.texts) == 6  # the lower triangle with its diagonal
@@ -129,7 +129,7 @@ def test_new_figure_leaves_the_global_defaults_alone():
 
 def test_use_japanese_font_sets_the_books_style_for_pyplot():
     with matplotlib.rc_context({"figure.figsize": (3.0, 2.0), "font.family": ["serif"]}):
-        assert use_japanese_font() == "IPAexGothic"
+        assert use_book_style() == "IPAexGothic"
         assert plt.rcParams["figure.figsize"] == [FIGURE_WIDTH, FIGURE_HEIGHT]
         assert plt.rcParams["figure.dpi"] == FIGURE_DPI
         assert plt.rcParams["savefig.dpi"] == FIGURE_DPI * PNG_SCALE
@@ -182,7 +182,7 @@ def test_a_png_records_its_smallest_font_and_its_resolution():
 
 
 def test_a_pyplot_figure_is_shown_at_half_its_pixels_with_its_dark_version(monkeypatch):
-    use_japanese_font()
+    use_book_style()
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0], color=BLACK, label="線")
     ax.set_xlabel("位置")
@@ -203,7 +203,7 @@ def test_a_pyplot_figure_is_shown_at_half_its_pixels_with_its_dark_version(monke
 def test_a_readers_kernel_draws_no_dark_version_and_the_same_light_picture(monkeypatch):
     """Jupyter shows only the light picture: a reader's Run All does not draw the dark one
     (half of each figure's time), and the picture shown is the book's, byte for byte."""
-    use_japanese_font()
+    use_book_style()
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0], color=BLACK, label="線")
     ax.legend()
@@ -225,7 +225,7 @@ def test_in_jupyter_the_style_displays_figures_as_the_books_pngs(monkeypatch):
     shell = InteractiveShell.instance()
     try:
         with matplotlib.rc_context({"backend": "module://matplotlib_inline.backend_inline"}):
-            use_japanese_font()
+            use_book_style()
             fig, ax = plt.subplots()
             ax.plot([0, 1])
             data, metadata = shell.display_formatter.format(fig)
@@ -249,7 +249,7 @@ def test_the_dark_version_keeps_each_greys_contrast_with_the_page():
 
 
 def _heatmap_with_a_legend():
-    use_japanese_font()
+    use_book_style()
     fig, (ax_map, ax_line) = plt.subplots(1, 2)
     plot_attention(np.array([[0.9, 0.1], [0.3, 0.7]]), ax=ax_map, colorbar=False)
     ax_line.plot([0, 1], [0, 1], color=BLACK, label="黒い線")
@@ -303,7 +303,7 @@ def test_the_dark_version_turns_over_maps_that_are_light_at_the_low_end_or_the_m
 
 
 def test_the_dark_version_gives_numbers_on_a_turned_map_the_ink_of_their_new_cell():
-    use_japanese_font()
+    use_book_style()
     fig, ax = plt.subplots()
     ax.imshow(np.array([[0.05, 0.55]]), cmap="Greys", vmin=0, vmax=0.6)
     light_cell = ax.text(0, 0, "0.05", ha="center", va="center", color="black")
@@ -384,7 +384,7 @@ def _extent(artist):
 
 
 def test_a_y_label_above_the_axis_is_horizontal_and_under_the_title():
-    use_japanese_font()
+    use_book_style()
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
     ax.set_title("題名はここ")
@@ -398,7 +398,7 @@ def test_a_y_label_above_the_axis_is_horizontal_and_under_the_title():
 
 
 def test_a_y_label_left_of_a_map_is_horizontal_and_left_of_the_tick_labels():
-    use_japanese_font()
+    use_book_style()
     fig, ax = plt.subplots(layout="constrained")
     ax.imshow(np.eye(3))
     set_ylabel_horizontal(ax, "クエリ\n（参照する側）", where="left")
@@ -412,7 +412,7 @@ def test_a_y_label_left_of_a_map_is_horizontal_and_left_of_the_tick_labels():
 
 
 def test_a_colour_bars_label_is_horizontal_above_the_bar():
-    use_japanese_font()
+    use_book_style()
     fig, ax = plt.subplots()
     bar = fig.colorbar(ax.imshow(np.eye(2)), ax=ax)
     label = set_colorbar_label(bar, "重み")
@@ -422,7 +422,7 @@ def test_a_colour_bars_label_is_horizontal_above_the_bar():
 
 
 def test_plot_attention_writes_its_labels_horizontally():
-    use_japanese_font()
+    use_book_style()
     ax = plot_attention(np.eye(2))
     colour_bar = ax.figure.axes[1]
     assert ax.yaxis.label.get_rotation() == 0 and "クエリ" in ax.get_ylabel()
@@ -446,7 +446,7 @@ def test_the_dark_version_changes_markers_and_edges_that_follow_a_colour_once():
 
 
 def test_a_figure_without_a_colour_map_is_stored_with_a_palette_and_a_map_is_not():
-    use_japanese_font()
+    use_book_style()
     fig, ax = plt.subplots()
     (line,) = ax.plot([0, 1], [1, 0])
     assert mcolors.to_hex(line.get_color()) == BLUE.lower()  # the palette's first colour
@@ -527,7 +527,7 @@ def test_book_png_lays_out_as_a_draw_without_rendering_would(monkeypatch, make, 
     tick labels of axes the layout does not place."""
     import attnlab.plotting as plotting
 
-    use_japanese_font()
+    use_book_style()
     new = [book_png(fig, dark=dark) for fig in [make()] for dark in (False, True)]
     monkeypatch.setattr(plotting, "_lay_out", lambda fig: fig.draw_without_rendering())
     drawn = [book_png(fig, dark=dark) for fig in [make()] for dark in (False, True)]

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from attnlab import MHAWeights, init_mha, merge_heads, split_heads
+from attnlab import MHAProjections, init_mha, merge_heads, split_heads
 from attnlab.attention import scaled_dot_product_attention
 from attnlab.costs import mha_cost
 from attnlab.experiments.split_and_concat import (
@@ -41,7 +41,7 @@ def test_stage_shapes_are_the_shapes_of_the_real_arrays():
     T, d_model, n_heads = 7, 24, 4
     rng = np.random.default_rng(0)
     x = rng.normal(size=(T, d_model))
-    w: MHAWeights = init_mha(d_model, n_heads, rng=rng)
+    w: MHAProjections = init_mha(d_model, n_heads, rng=rng)
     q = x @ w.w_q
     heads_q = split_heads(q, n_heads)
     heads_k, heads_v = split_heads(x @ w.w_k, n_heads), split_heads(x @ w.w_v, n_heads)

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnlab import (
-    MHAWeights,
+    MHAProjections,
     merge_heads,
     multi_head_attention,
     multi_head_attention_loop,
@@ -236,11 +236,11 @@ def mha_sum_over_heads(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
 
 
 def mha_reference(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
-    return multi_head_attention(x, MHAWeights(w_q, w_k, w_v, w_o), n_heads, mask=mask)
+    return multi_head_attention(x, MHAProjections(w_q, w_k, w_v, w_o), n_heads, mask=mask)
 
 
 def mha_reference_loop(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
-    return multi_head_attention_loop(x, MHAWeights(w_q, w_k, w_v, w_o), n_heads, mask=mask)
+    return multi_head_attention_loop(x, MHAProjections(w_q, w_k, w_v, w_o), n_heads, mask=mask)
 
 
 @pytest.mark.parametrize("func", [mha_reference, mha_reference_loop],

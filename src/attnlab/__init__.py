@@ -42,7 +42,7 @@ module, e.g. ``from attnlab.positional import apply_rope``.
 """
 
 from attnlab.attention import (
-    MHAWeights,
+    MHAProjections,
     causal_mask,
     init_mha,
     mean_pool_kv,
@@ -57,7 +57,7 @@ from attnlab.costs import kv_cache_bytes, mha_cost
 from attnlab.positional import RoPE, apply_rope, rope_angles, sinusoidal_encoding
 
 __all__ = [
-    "MHAWeights",
+    "MHAProjections",
     "RoPE",
     "apply_rope",
     "causal_mask",

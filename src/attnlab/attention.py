@@ -281,7 +281,7 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.swapaxes(-2, -3).reshape(*lead, T, H * d_head)  # (..., T, D)
 
 
-class MHAWeights(NamedTuple):
+class MHAProjections(NamedTuple):
     """The four projection matrices of one attention layer (no biases, as in the article).
 
     Attributes
@@ -313,7 +313,7 @@ def init_mha(
     *,
     rng: np.random.Generator,
     dtype=np.float64,
-) -> MHAWeights:
+) -> MHAProjections:
     """Random projection matrices, normal with standard deviation ``1/√D``.
 
     Parameters
@@ -328,7 +328,7 @@ def init_mha(
 
     Returns
     -------
-    MHAWeights
+    MHAProjections
         w_q (D, D), w_k and w_v (D, Hkv·Dh), w_o (D, D).
 
     Taught in chapter 03.
@@ -342,37 +342,37 @@ def init_mha(
         return (std * rng.standard_normal((d_model, cols))).astype(dtype, copy=False)
 
     d_kv = n_kv_heads * d_head
-    return MHAWeights(w_q=draw(d_model), w_k=draw(d_kv), w_v=draw(d_kv), w_o=draw(d_model))
+    return MHAProjections(w_q=draw(d_model), w_k=draw(d_kv), w_v=draw(d_kv), w_o=draw(d_model))
 
 
 # --- argument checks of multi-head attention -------------------------------------------------
 
-def _four_matrices(weights) -> MHAWeights:
-    """``weights`` as an MHAWeights, or a ValueError if it is not four matrices."""
-    if not isinstance(weights, tuple) or len(weights) != 4:
+def _four_matrices(proj) -> MHAProjections:
+    """``proj`` as an MHAProjections, or a ValueError if it is not four matrices."""
+    if not isinstance(proj, tuple) or len(proj) != 4:
         raise ValueError(
-            "weights は MHAWeights(w_q, w_k, w_v, w_o) である必要があります: "
-            f"type={type(weights).__name__}"
+            "proj は MHAProjections(w_q, w_k, w_v, w_o) である必要があります: "
+            f"type={type(proj).__name__}"
         )
-    return MHAWeights(*weights)
+    return MHAProjections(*proj)
 
 
-def _check_weights(weights, d_model: int, n_kv_heads: int, d_head: int) -> MHAWeights:
-    """``weights`` as MHAWeights of float arrays with the shapes the heads imply."""
-    weights = _four_matrices(weights)
-    weights = MHAWeights(*(finite(_as_float_array(w, n), n)
-                           for w, n in zip(weights, MHAWeights._fields, strict=True)))
+def _check_proj(proj, d_model: int, n_kv_heads: int, d_head: int) -> MHAProjections:
+    """``proj`` as MHAProjections of float arrays with the shapes the heads imply."""
+    proj = _four_matrices(proj)
+    proj = MHAProjections(*(finite(_as_float_array(w, n), n)
+                           for w, n in zip(proj, MHAProjections._fields, strict=True)))
     d_kv = n_kv_heads * d_head
     expected = {"w_q": (d_model, d_model), "w_k": (d_model, d_kv), "w_v": (d_model, d_kv),
                 "w_o": (d_model, d_model)}
     for name, shape in expected.items():
-        actual = getattr(weights, name).shape
+        actual = getattr(proj, name).shape
         if actual != shape:
             raise ValueError(
-                f"weights.{name} の形 {actual} が d_model={d_model}, n_kv_heads={n_kv_heads}, "
+                f"proj.{name} の形 {actual} が d_model={d_model}, n_kv_heads={n_kv_heads}, "
                 f"d_head={d_head} から決まる形 {shape} と一致しません"
             )
-    return weights
+    return proj
 
 
 def _check_rope(rope, positions, lead: tuple[int, ...], T: int, heads: HeadCounts, d_model):
@@ -406,24 +406,24 @@ class _Checked(NamedTuple):
     """The checked arguments of multi-head attention."""
 
     x: np.ndarray  # (..., T, D)
-    weights: MHAWeights
+    proj: MHAProjections
     heads: HeadCounts
     mask: np.ndarray | None  # broadcastable to (..., H, T, T)
     bias: np.ndarray | None  # broadcastable to (..., H, T, T)
     positions: np.ndarray | None  # (T,) or (..., 1, T) if RoPE is used
 
 
-def _check_mha(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias) -> _Checked:
+def _check_mha(x, proj, n_heads, n_kv_heads, mask, rope, positions, bias) -> _Checked:
     """Check the arguments of multi-head attention once, for both implementations."""
     x = at_least_2d(finite(_as_float_array(x, "x"), "x"), "x", "(..., T, D)")
     *lead, T, d_model = x.shape
     heads = head_counts(d_model, n_heads, n_kv_heads)
-    weights = _check_weights(weights, d_model, heads.n_kv_heads, heads.d_head)
+    proj = _check_proj(proj, d_model, heads.n_kv_heads, heads.d_head)
     attn_shape, target = (*lead, heads.n_heads, T, T), "(..., H, T, T)"
     mask = None if mask is None else _check_mask(mask, attn_shape, target)
     bias = None if bias is None else _check_bias(bias, attn_shape, target)
     positions = _check_rope(rope, positions, tuple(lead), T, heads, d_model)
-    return _Checked(x, weights, heads, mask, bias, positions)
+    return _Checked(x, proj, heads, mask, bias, positions)
 
 
 # --- the forward pass -----------------------------------------------------------------------
@@ -445,7 +445,7 @@ class AttentionPass(NamedTuple):
 
 def attention_pass(
     x: np.ndarray,
-    weights: MHAWeights,
+    proj: MHAProjections,
     heads: HeadCounts,
     *,
     mask=None,
@@ -470,7 +470,7 @@ def attention_pass(
 
     Not taught: no chapter imports it; the book page 「model.py を読む」 reads it.
     """
-    w_q, w_k, w_v, w_o = weights
+    w_q, w_k, w_v, w_o = proj
     n_heads, n_kv_heads, d_head = heads
     *lead, T, _ = x.shape
     group = n_heads // n_kv_heads  # G, query heads per K/V head
@@ -504,7 +504,7 @@ def attention_pass(
 
 def multi_head_attention(
     x: np.ndarray,
-    weights: MHAWeights,
+    proj: MHAProjections,
     n_heads: int,
     *,
     n_kv_heads: int | None = None,
@@ -523,7 +523,7 @@ def multi_head_attention(
     ----------
     x : np.ndarray
         Shape (..., T, D); leading axes (batch) are optional.
-    weights : MHAWeights
+    proj : MHAProjections
         w_q (D, D), w_k and w_v (D, Hkv·Dh), w_o (D, D).
     n_heads : int
         H; D must be divisible by H.
@@ -547,15 +547,15 @@ def multi_head_attention(
 
     Taught in chapter 03.
     """
-    c = _check_mha(x, weights, n_heads, n_kv_heads, mask, rope, positions, bias)
-    result = attention_pass(c.x, c.weights, c.heads, mask=c.mask, bias=c.bias, rope=rope,
+    c = _check_mha(x, proj, n_heads, n_kv_heads, mask, rope, positions, bias)
+    result = attention_pass(c.x, c.proj, c.heads, mask=c.mask, bias=c.bias, rope=rope,
                             positions=c.positions)
     return result.out, result.attn  # (..., T, D), (..., H, T, T)
 
 
 def multi_head_attention_loop(
     x: np.ndarray,
-    weights: MHAWeights,
+    proj: MHAProjections,
     n_heads: int,
     *,
     n_kv_heads: int | None = None,
@@ -574,7 +574,7 @@ def multi_head_attention_loop(
     Taught in chapter 03.
     """
     x, (w_q, w_k, w_v, w_o), heads, mask, bias, positions = _check_mha(
-        x, weights, n_heads, n_kv_heads, mask, rope, positions, bias)
+        x, proj, n_heads, n_kv_heads, mask, rope, positions, bias)
     n_heads, n_kv_heads, d_head = heads
     *lead, T, D = x.shape
     group = n_heads // n_kv_heads
@@ -606,7 +606,7 @@ def multi_head_attention_loop(
     return concat @ w_o, np.stack(head_weights, axis=-3)  # (..., T, D), (..., H, T, T)
 
 
-def mean_pool_kv(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeights:
+def mean_pool_kv(proj: MHAProjections, n_heads: int, n_kv_heads: int) -> MHAProjections:
     """Convert projection matrices to fewer K/V heads by mean-pooling each group (GQA).
 
     As in Ainslie et al. (2023): K/V head ``j`` of the result is the mean of the W_K
@@ -614,7 +614,7 @@ def mean_pool_kv(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeigh
 
     Parameters
     ----------
-    weights : MHAWeights
+    proj : MHAProjections
         w_k and w_v of shape (D, Hkv_in·Dh), where Hkv_in (usually H) is a multiple of
         ``n_kv_heads``.
     n_heads : int
@@ -624,25 +624,25 @@ def mean_pool_kv(weights: MHAWeights, n_heads: int, n_kv_heads: int) -> MHAWeigh
 
     Returns
     -------
-    MHAWeights
+    MHAProjections
         w_k and w_v of shape (D, n_kv_heads·Dh).
 
     Taught in chapter 04.
     """
-    weights = _four_matrices(weights)
-    d_model = np.shape(weights.w_q)[0]
+    proj = _four_matrices(proj)
+    d_model = np.shape(proj.w_q)[0]
     n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
-    kv_in = np.shape(weights.w_k)[-1] // d_head
+    kv_in = np.shape(proj.w_k)[-1] // d_head
     if kv_in % n_kv_heads:
         raise ValueError(
             f"元の K/V ヘッド数 {kv_in} は n_kv_heads={n_kv_heads} で割り切れません: "
             "同じ数のヘッドずつ平均するためです"
         )
     head_counts(d_model, n_heads, kv_in)  # query heads must share the input K/V heads evenly
-    weights = _check_weights(weights, d_model, kv_in, d_head)
+    proj = _check_proj(proj, d_model, kv_in, d_head)
 
     def pool(w: np.ndarray) -> np.ndarray:
         blocks = w.reshape(d_model, n_kv_heads, kv_in // n_kv_heads, d_head)  # (D, Hkv, g, Dh)
         return blocks.mean(axis=2).reshape(d_model, n_kv_heads * d_head)  # (D, Hkv·Dh)
 
-    return weights._replace(w_k=pool(weights.w_k), w_v=pool(weights.w_v))
+    return proj._replace(w_k=pool(proj.w_k), w_v=pool(proj.w_v))

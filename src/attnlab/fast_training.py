@@ -43,14 +43,14 @@ from typing import NamedTuple
 import numpy as np
 
 from attnlab._validate import model_batch, model_params
-from attnlab.attention import MHAWeights, causal_mask
+from attnlab.attention import MHAProjections, causal_mask
 from attnlab.model import (
     ModelConfig,
     _cross_entropy,
     _heads_kept,
     check_config,
     layer_keys,
-    layer_weights,
+    layer_projections,
     param_shapes,
     t5_table_grad,
 )
@@ -307,7 +307,7 @@ def _softmax_rows(scores: np.ndarray, offset, recompute, row_bound=None) -> np.n
     return scores
 
 
-def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, keep,
+def _block_forward(x, proj: MHAProjections, config: ModelConfig, steps: _Steps, keep,
                    inputs: _Inputs | None = None,
                    chosen: np.ndarray | None = None) -> tuple[np.ndarray, _Block]:
     """One block ``y = x + MHA(x)`` on x (B, T, D): y and what the backward pass needs.
@@ -320,7 +320,7 @@ def _block_forward(x, weights: MHAWeights, config: ModelConfig, steps: _Steps, k
     only those rows of y reach the loss, so only their queries are made (the others
     stay 0) and only their rows of y are returned, (N, D).
     """
-    w_q, w_k, w_v, w_o = weights
+    w_q, w_k, w_v, w_o = proj
     B, T, D = x.shape
     H, Hkv, Dh = config.heads
     G = H // Hkv
@@ -393,14 +393,14 @@ def _layers(params, x, config, keep, inputs: _Inputs | None = None,
     blocks = []
     for layer in range(config.n_layers):
         last = layer == config.n_layers - 1
-        x, block = _block_forward(x, layer_weights(params, layer), config, steps,
+        x, block = _block_forward(x, layer_projections(params, layer), config, steps,
                                   keep.get(layer), inputs if layer == 0 else None,
                                   chosen if last else None)
         blocks.append(block)
     return x, _Trace(blocks, keep, steps, inputs)
 
 
-def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps: _Steps,
+def _block_backward(d_y, block: _Block, proj: MHAProjections, keys, config, steps: _Steps,
                     keep, grads, inputs: _Inputs | None = None,
                     chosen: np.ndarray | None = None):
     """Gradients of one block ``y = x + MHA(x)``: fills ``grads`` and returns dL/dx.
@@ -423,7 +423,7 @@ def _block_backward(d_y, block: _Block, weights: MHAWeights, keys, config, steps
         O = A v                               →  dA = dO vᵀ,  dv = Aᵀ dO
         y = x + concat(O) W_o                 →  dW_o = concatᵀ dy,  dO = dy W_oᵀ
     """
-    w_q, w_k, w_v, w_o = weights
+    w_q, w_k, w_v, w_o = proj
     key_q, key_k, key_v, key_o = keys
     H, Hkv, Dh = config.heads
     G = H // Hkv
@@ -548,7 +548,7 @@ def loss_grads_accuracy(params, batch, config, *, ablate=None):
     d_x = d_logits @ params["unembed"].T  # (N, D): the other positions pass 0
     for layer in reversed(range(config.n_layers)):
         last = layer == config.n_layers - 1
-        d_x = _block_backward(d_x, trace.blocks[layer], layer_weights(params, layer),
+        d_x = _block_backward(d_x, trace.blocks[layer], layer_projections(params, layer),
                               layer_keys(layer), config, trace.steps, trace.keep.get(layer),
                               grads, trace.inputs if layer == 0 else None,
                               chosen if last else None)

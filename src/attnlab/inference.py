@@ -34,7 +34,7 @@ import numpy as np
 
 from attnlab._validate import model_params, model_tokens, positive_int
 from attnlab.attention import merge_heads, split_heads
-from attnlab.model import ModelConfig, check_config, layer_weights, param_shapes
+from attnlab.model import ModelConfig, check_config, layer_projections, param_shapes
 from attnlab.positional import alibi_slopes, lookup_positions, sinusoidal_encoding
 
 EMPTY = -1  # the position of a slot that holds nothing yet
@@ -174,11 +174,11 @@ def _embed_at(params, tokens: np.ndarray, positions: np.ndarray,
     return x
 
 
-def _attend_cached(x: np.ndarray, weights, cache: LayerCache, positions: np.ndarray,
+def _attend_cached(x: np.ndarray, proj, cache: LayerCache, positions: np.ndarray,
                    config: ModelConfig, window: int | None, sinks: int):
     """One layer for the new tokens x (B, n, D) at ``positions`` (n,): its output
     (B, n, D), the attention weights (B, H, n, S + n) and the keys and values to store."""
-    w_q, w_k, w_v, w_o = weights
+    w_q, w_k, w_v, w_o = proj
     H, Hkv, Dh = config.heads
     B, n, _ = x.shape
     G = H // Hkv  # query heads per K/V head
@@ -269,7 +269,7 @@ def decode(params: dict, tokens: np.ndarray, cache: KVCache, config: ModelConfig
     layers, attns = [], []
     for layer, layer_cache in enumerate(cache.layers):
         out, attn, k_new, v_new = _attend_cached(
-            x, layer_weights(params, layer), layer_cache, positions, config,
+            x, layer_projections(params, layer), layer_cache, positions, config,
             cache.window, cache.sinks)
         x = x + out  # (B, n, D)
         layers.append(_store(layer_cache, k_new, v_new, positions, cache.window, cache.sinks))
@@ -422,7 +422,7 @@ def online_softmax_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=N
 
 # --- multi-head latent attention (DeepSeek-V2) -----------------------------------------------
 
-class MLAWeights(NamedTuple):
+class MLAProjections(NamedTuple):
     """The projection matrices of multi-head latent attention (DeepSeek-V2, 2024, §2.1).
 
     Row-vector convention (x @ W), as the rest of the course. H heads of Dh (the content
@@ -450,7 +450,7 @@ class MLAWeights(NamedTuple):
 
 
 class MLASizes(NamedTuple):
-    """H, Dh, Dr, d_c, d_cq of :class:`MLAWeights` (read off the shapes)."""
+    """H, Dh, Dr, d_c, d_cq of :class:`MLAProjections` (read off the shapes)."""
 
     n_heads: int
     d_head: int
@@ -459,29 +459,29 @@ class MLASizes(NamedTuple):
     d_q_latent: int
 
 
-def mla_sizes(weights: MLAWeights, n_heads: int) -> MLASizes:
-    """The sizes of ``weights``, or a Japanese ValueError naming the matrix that does not fit.
+def mla_sizes(proj: MLAProjections, n_heads: int) -> MLASizes:
+    """The sizes of ``proj``, or a Japanese ValueError naming the matrix that does not fit.
 
     Not taught: the chapter on attention at inference time is still to be written.
     """
-    if not isinstance(weights, MLAWeights):
-        raise ValueError(f"weights は MLAWeights(...) である必要があります: {type(weights)!r}")
+    if not isinstance(proj, MLAProjections):
+        raise ValueError(f"proj は MLAProjections(...) である必要があります: {type(proj)!r}")
     H = positive_int(n_heads, "n_heads")
-    D, d_cq = weights.w_dq.shape
-    d_c = weights.w_dkv.shape[1]
+    D, d_cq = proj.w_dq.shape
+    d_c = proj.w_dkv.shape[1]
     if d_c >= D:
         raise ValueError(f"潜在ベクトルの幅 d_c={d_c} が d_model={D} 以上です: "
                          "MLA の潜在ベクトルは d_model より小さくして圧縮します")
-    if weights.w_uq.shape[1] % H or weights.w_qr.shape[1] % H:
-        raise ValueError(f"w_uq {weights.w_uq.shape} と w_qr {weights.w_qr.shape} の列数は "
+    if proj.w_uq.shape[1] % H or proj.w_qr.shape[1] % H:
+        raise ValueError(f"w_uq {proj.w_uq.shape} と w_qr {proj.w_qr.shape} の列数は "
                          f"n_heads={H} で割り切れる必要があります")
-    Dh, Dr = weights.w_uq.shape[1] // H, weights.w_qr.shape[1] // H
+    Dh, Dr = proj.w_uq.shape[1] // H, proj.w_qr.shape[1] // H
     want = {"w_dq": (D, d_cq), "w_uq": (d_cq, H * Dh), "w_qr": (d_cq, H * Dr),
             "w_dkv": (D, d_c), "w_uk": (d_c, H * Dh), "w_uv": (d_c, H * Dh),
             "w_kr": (D, Dr), "w_o": (H * Dh, D)}
     for name, shape in want.items():
-        if getattr(weights, name).shape != shape:
-            raise ValueError(f"{name} の形 {getattr(weights, name).shape} が {shape} では"
+        if getattr(proj, name).shape != shape:
+            raise ValueError(f"{name} の形 {getattr(proj, name).shape} が {shape} では"
                              "ありません")
     if Dr % 2:
         raise ValueError(f"RoPE の部分の幅 Dr={Dr} は偶数である必要があります")
@@ -489,7 +489,7 @@ def mla_sizes(weights: MLAWeights, n_heads: int) -> MLASizes:
 
 
 def init_mla(d_model: int, n_heads: int, d_head: int, d_rope: int, d_latent: int,
-             d_q_latent: int, *, rng: np.random.Generator) -> MLAWeights:
+             d_q_latent: int, *, rng: np.random.Generator) -> MLAProjections:
     """Random MLA matrices, each N(0, 1/fan-in).
 
     Not taught: the chapter on attention at inference time is still to be written.
@@ -499,9 +499,9 @@ def init_mla(d_model: int, n_heads: int, d_head: int, d_rope: int, d_latent: int
     d_c, d_cq = positive_int(d_latent, "d_latent"), positive_int(d_q_latent, "d_q_latent")
     shapes = [(D, d_cq), (d_cq, H * Dh), (d_cq, H * Dr), (D, d_c), (d_c, H * Dh),
               (d_c, H * Dh), (D, Dr), (H * Dh, D)]
-    weights = MLAWeights(*(rng.standard_normal(s) / math.sqrt(s[0]) for s in shapes))
-    mla_sizes(weights, H)  # the same checks as every other entry point
-    return weights
+    proj = MLAProjections(*(rng.standard_normal(s) / math.sqrt(s[0]) for s in shapes))
+    mla_sizes(proj, H)  # the same checks as every other entry point
+    return proj
 
 
 class MLACache(NamedTuple):
@@ -519,7 +519,7 @@ def _rms_norm(x: np.ndarray, eps: float | None) -> np.ndarray:
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
 
 
-def mla_attention(x: np.ndarray, weights: MLAWeights, n_heads: int, *, rope,
+def mla_attention(x: np.ndarray, proj: MLAProjections, n_heads: int, *, rope,
                   positions=None, causal: bool = True, norm_eps: float | None = None):
     """Multi-head latent attention as DeepSeek-V2 writes it (eqs. 9–19), without its YaRN
     scaling: output (B, T, D) and the cache.
@@ -535,7 +535,7 @@ def mla_attention(x: np.ndarray, weights: MLAWeights, n_heads: int, *, rope,
     ----------
     x : np.ndarray
         (B, T, D).
-    weights : MLAWeights
+    proj : MLAProjections
     n_heads : int
     rope : attnlab.positional.RoPE
         Rotates the Dr-wide parts.
@@ -554,17 +554,17 @@ def mla_attention(x: np.ndarray, weights: MLAWeights, n_heads: int, *, rope,
 
     Not taught: the chapter on attention at inference time is still to be written.
     """
-    H, Dh, Dr, d_c, _ = mla_sizes(weights, n_heads)
+    H, Dh, Dr, d_c, _ = mla_sizes(proj, n_heads)
     B, T, _ = x.shape
     positions = np.arange(T) if positions is None else np.asarray(positions)
 
-    c_q = _rms_norm(x @ weights.w_dq, norm_eps)  # (B, T, d_cq)
-    q_c = split_heads(c_q @ weights.w_uq, H)  # (B, H, T, Dh)
-    q_r = rope.apply(split_heads(c_q @ weights.w_qr, H), positions)  # (B, H, T, Dr)
-    latent = _rms_norm(x @ weights.w_dkv, norm_eps)  # (B, T, d_c): what is cached
-    k_c = split_heads(latent @ weights.w_uk, H)  # (B, H, T, Dh)
-    v = split_heads(latent @ weights.w_uv, H)  # (B, H, T, Dh)
-    k_r = rope.apply(x @ weights.w_kr, positions)  # (B, T, Dr): one for all heads
+    c_q = _rms_norm(x @ proj.w_dq, norm_eps)  # (B, T, d_cq)
+    q_c = split_heads(c_q @ proj.w_uq, H)  # (B, H, T, Dh)
+    q_r = rope.apply(split_heads(c_q @ proj.w_qr, H), positions)  # (B, H, T, Dr)
+    latent = _rms_norm(x @ proj.w_dkv, norm_eps)  # (B, T, d_c): what is cached
+    k_c = split_heads(latent @ proj.w_uk, H)  # (B, H, T, Dh)
+    v = split_heads(latent @ proj.w_uv, H)  # (B, H, T, Dh)
+    k_r = rope.apply(x @ proj.w_kr, positions)  # (B, T, Dr): one for all heads
 
     scores = (q_c @ k_c.mT  # (B, H, T, T) content part
               + q_r @ k_r[:, None].mT)  # (B, H, T, T) position part, k_R over heads
@@ -574,11 +574,11 @@ def mla_attention(x: np.ndarray, weights: MLAWeights, n_heads: int, *, rope,
     scores = scores - scores.max(axis=-1, keepdims=True)
     attn = np.exp(scores)
     attn /= attn.sum(axis=-1, keepdims=True)  # (B, H, T, T)
-    out = merge_heads(attn @ v) @ weights.w_o  # (B, T, D)
+    out = merge_heads(attn @ v) @ proj.w_o  # (B, T, D)
     return out, MLACache(latent, k_r)
 
 
-def mla_absorbed_scores(x_q: np.ndarray, cache: MLACache, weights: MLAWeights, n_heads: int,
+def mla_absorbed_scores(x_q: np.ndarray, cache: MLACache, proj: MLAProjections, n_heads: int,
                         *, rope, positions, norm_eps: float | None = None) -> np.ndarray:
     """The scores of new queries against the cache, with W_UK absorbed into the query.
 
@@ -607,15 +607,15 @@ def mla_absorbed_scores(x_q: np.ndarray, cache: MLACache, weights: MLAWeights, n
 
     Not taught: the chapter on attention at inference time is still to be written.
     """
-    H, Dh, Dr, d_c, d_cq = mla_sizes(weights, n_heads)
-    w_uq = weights.w_uq.reshape(d_cq, H, Dh)  # (d_cq, H, Dh)
-    w_uk = weights.w_uk.reshape(d_c, H, Dh)  # (d_c, H, Dh)
+    H, Dh, Dr, d_c, d_cq = mla_sizes(proj, n_heads)
+    w_uq = proj.w_uq.reshape(d_cq, H, Dh)  # (d_cq, H, Dh)
+    w_uk = proj.w_uk.reshape(d_c, H, Dh)  # (d_c, H, Dh)
     absorbed = np.einsum("qhd,chd->hqc", w_uq, w_uk)  # (H, d_cq, d_c): W_UQ,i W_UK,iᵀ
 
-    c_q = _rms_norm(x_q @ weights.w_dq, norm_eps)  # (B, n, d_cq)
+    c_q = _rms_norm(x_q @ proj.w_dq, norm_eps)  # (B, n, d_cq)
     q_latent = np.einsum("bnq,hqc->bhnc", c_q, absorbed)  # (B, H, n, d_c)
     content = q_latent @ cache.latent[:, None].mT  # (B, H, n, S)
-    q_r = rope.apply(split_heads(c_q @ weights.w_qr, H), positions)  # (B, H, n, Dr)
+    q_r = rope.apply(split_heads(c_q @ proj.w_qr, H), positions)  # (B, H, n, Dr)
     position = q_r @ cache.k_rope[:, None].mT  # (B, H, n, S)
     return (content + position) / math.sqrt(Dh + Dr)
 

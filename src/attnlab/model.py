@@ -51,7 +51,7 @@ from attnlab._validate import (
 from attnlab.attention import (
     AttentionPass,
     HeadCounts,
-    MHAWeights,
+    MHAProjections,
     attention_pass,
     causal_mask,
     head_counts,
@@ -205,14 +205,14 @@ def layer_keys(layer: int) -> tuple[str, str, str, str]:
 
     Taught in chapter 04.
     """
-    return tuple(f"layers.{layer}.{name}" for name in MHAWeights._fields)
+    return tuple(f"layers.{layer}.{name}" for name in MHAProjections._fields)
 
 
-def layer_weights(params: dict, layer: int) -> MHAWeights:
+def layer_projections(params: dict, layer: int) -> MHAProjections:
     """The four matrices of one attention layer, as :mod:`attnlab.attention` takes them.
 
-    ``layer_weights(params, 0)`` can go straight to :func:`attnlab.multi_head_attention`
-    or :func:`attnlab.mean_pool_kv`; ``params.update(zip(layer_keys(0), weights))`` puts
+    ``layer_projections(params, 0)`` can go straight to :func:`attnlab.multi_head_attention`
+    or :func:`attnlab.mean_pool_kv`; ``params.update(zip(layer_keys(0), proj))`` puts
     changed matrices back.
 
     Taught in chapter 04.
@@ -221,7 +221,7 @@ def layer_weights(params: dict, layer: int) -> MHAWeights:
     missing = [key for key in keys if key not in params]
     if missing:
         raise ValueError(f"params に {missing[0]!r} がありません: layer={layer} の層はありません")
-    return MHAWeights(*(params[key] for key in keys))
+    return MHAProjections(*(params[key] for key in keys))
 
 
 def param_shapes(config: ModelConfig) -> dict[str, tuple[int, int]]:
@@ -268,8 +268,8 @@ def init_params(config: ModelConfig, rng: np.random.Generator) -> dict[str, np.n
     if config.positional == "learned":
         params["pos"] = rng.standard_normal((config.max_len, D))
     for layer in range(config.n_layers):
-        weights = init_mha(D, config.n_heads, config.n_kv_heads, rng=rng)
-        params.update(zip(layer_keys(layer), weights, strict=True))
+        proj = init_mha(D, config.n_heads, config.n_kv_heads, rng=rng)
+        params.update(zip(layer_keys(layer), proj, strict=True))
     params["unembed"] = rng.standard_normal((D, V)) / math.sqrt(D)
     if config.positional == "t5":  # drawn last: the other kinds draw as before
         H, n_buckets = config.n_heads, config.t5_n_buckets
@@ -342,7 +342,7 @@ def _layers(params, x: np.ndarray, config: ModelConfig, keep: dict):
             if config.positional == "rope" else None)
     inputs, passes = [], []
     for layer in range(config.n_layers):
-        result = attention_pass(x, layer_weights(params, layer), config.heads, mask=mask,
+        result = attention_pass(x, layer_projections(params, layer), config.heads, mask=mask,
                                 bias=bias, rope=rope, keep=keep.get(layer))
         inputs.append(x)
         passes.append(result)
@@ -443,9 +443,9 @@ def t5_table_grad(d_bias: np.ndarray, T: int, config: ModelConfig) -> np.ndarray
     return d_bias.reshape(len(d_bias), T * T) @ one_hot.reshape(T * T, -1)  # (H, n_buckets)
 
 
-def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: ModelConfig,
+def _block_backward(d_y, x, result: AttentionPass, proj: MHAProjections, config: ModelConfig,
                     keep, rope: RoPETables | None = None
-                    ) -> tuple[np.ndarray, MHAWeights, np.ndarray]:
+                    ) -> tuple[np.ndarray, MHAProjections, np.ndarray]:
     """One block ``y = x + MHA(x)`` backwards: dL/dx (B, T, D), the gradients of its
     four matrices, and dL/dbias (H, T, T) summed over the batch, from dL/dy (B, T, D).
 
@@ -466,7 +466,7 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
     The G query heads that share a K/V head sit on their own axis, (B, Hkv, G, ·, ·),
     as in the forward pass; the K/V head's gradient is the sum over its group.
     """
-    w_q, w_k, w_v, w_o = weights
+    w_q, w_k, w_v, w_o = proj
     H, Hkv, Dh = config.heads
     G = H // Hkv
     B, T, D = x.shape
@@ -496,7 +496,7 @@ def _block_backward(d_y, x, result: AttentionPass, weights: MHAWeights, config: 
         d_k = rope.apply_back(d_k)  # (B, Hkv, T, Dh)
     # q, k, v = x W_q, x W_k, x W_v, split into heads
     d_q, d_k, d_v = merge_heads(d_q), merge_heads(d_k), merge_heads(d_v)  # (B, T, ·)
-    grads = MHAWeights(
+    grads = MHAProjections(
         w_q=x_rows.T @ d_q.reshape(B * T, -1),  # (D, D)
         w_k=x_rows.T @ d_k.reshape(B * T, -1),  # (D, Hkv·Dh)
         w_v=x_rows.T @ d_v.reshape(B * T, -1),  # (D, Hkv·Dh)
@@ -570,10 +570,10 @@ def loss_grads_accuracy(params: dict, batch: Batch, config: ModelConfig, *, abla
     # x = x + MHA(x) for every block, the last one first
     d_bias = 0.0  # (H, T, T): every layer adds the same bias, so their gradients add up
     for layer in reversed(range(config.n_layers)):
-        d_x, d_weights, d_layer_bias = _block_backward(
-            d_x, trace.inputs[layer], trace.passes[layer], layer_weights(params, layer),
+        d_x, d_proj, d_layer_bias = _block_backward(
+            d_x, trace.inputs[layer], trace.passes[layer], layer_projections(params, layer),
             config, keep.get(layer), trace.rope)
-        grads.update(zip(layer_keys(layer), d_weights, strict=True))
+        grads.update(zip(layer_keys(layer), d_proj, strict=True))
         d_bias = d_bias + d_layer_bias
     if config.positional == "t5":  # bias[h, i, j] = table[h, bucket(i, j)]
         grads["t5_bias"] = t5_table_grad(d_bias, T, config)  # (H, n_buckets)

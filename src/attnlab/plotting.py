@@ -1,7 +1,7 @@
 """Presentation base: the book's figure style, the shared palette, figure helpers, heatmaps.
 
 Every figure of the course (pyplot figures in the notebooks, the live figures of
-:mod:`attnlab.widgets`) follows one style, set once by :func:`use_japanese_font`:
+:mod:`attnlab.widgets`) follows one style, set once by :func:`use_book_style`:
 
 - **size**: :data:`FIGURE_WIDTH` inches wide, the width of the book's text column. The book
   shows one inch of a figure as :data:`FIGURE_DPI` CSS pixels, so a figure of the column's
@@ -168,7 +168,7 @@ def _register_font() -> None:
     matplotlib_fontja.japanize()
 
 
-def use_japanese_font() -> str:
+def use_book_style() -> str:
     """Use the book's figure style for pyplot figures: Japanese text, sizes, PNGs.
 
     Registers the IPAexGothic font shipped with ``matplotlib-fontja`` and makes it the

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from attnlab import causal_mask, init_mha, multi_head_attention  # noqa: E402
-from attnlab.inference import MLAWeights, mla_absorbed_scores, mla_attention  # noqa: E402
+from attnlab.inference import MLAProjections, mla_absorbed_scores, mla_attention  # noqa: E402
 from attnlab.positional import RoPE  # noqa: E402
 from tests import test_context_extension_parity as port  # noqa: E402
 
@@ -33,10 +33,10 @@ def test_mha_gqa_mqa_equal_torch_sdpa(n_kv_heads):
     B, T, D, H = 2, 7, 32, 8
     Dh = D // H
     x = rng.standard_normal((B, T, D))
-    weights = init_mha(D, H, n_kv_heads, rng=rng)
-    ours, _ = multi_head_attention(x, weights, H, n_kv_heads=n_kv_heads, mask=causal_mask(T))
+    proj = init_mha(D, H, n_kv_heads, rng=rng)
+    ours, _ = multi_head_attention(x, proj, H, n_kv_heads=n_kv_heads, mask=causal_mask(T))
 
-    t = {name: torch.from_numpy(np.asarray(w)) for name, w in zip("qkvo", weights, strict=True)}
+    t = {name: torch.from_numpy(np.asarray(w)) for name, w in zip("qkvo", proj, strict=True)}
     xt = torch.from_numpy(x)
     q = (xt @ t["q"]).view(B, T, H, Dh).transpose(1, 2)
     k = (xt @ t["k"]).view(B, T, n_kv_heads, Dh).transpose(1, 2)
@@ -66,13 +66,13 @@ def deepseek_attention():
     return config, attention, DeepseekV2RotaryEmbedding(config)
 
 
-def numpy_weights(attention, H=4, nope=8, rope_dim=4, v_dim=8, d_c=12):
+def numpy_projections(attention, H=4, nope=8, rope_dim=4, v_dim=8, d_c=12):
     def w(linear):
         return linear.weight.detach().double().numpy().T  # torch stores (out, in)
     q_b = w(attention.q_b_proj).reshape(-1, H, nope + rope_dim)
     kv_a = w(attention.kv_a_proj_with_mqa)
     kv_b = w(attention.kv_b_proj).reshape(d_c, H, nope + v_dim)
-    return MLAWeights(
+    return MLAProjections(
         w_dq=w(attention.q_a_proj),
         w_uq=q_b[..., :nope].reshape(-1, H * nope),
         w_qr=q_b[..., nope:].reshape(-1, H * rope_dim),
@@ -90,9 +90,9 @@ def test_mla_equals_transformers_deepseek_v2_attention():
     with torch.no_grad():
         theirs, _ = attention(x, attention_mask=mask,
                               position_embeddings=rotary(x, positions))
-    weights = numpy_weights(attention)
+    proj = numpy_projections(attention)
     rope = RoPE(base=config.rope_parameters["rope_theta"])  # interleaved pairs, as theirs
-    ours, _ = mla_attention(x.double().numpy(), weights, 4, rope=rope,
+    ours, _ = mla_attention(x.double().numpy(), proj, 4, rope=rope,
                             norm_eps=config.rms_norm_eps)
     # transformers rotates in float32 (xq.float()): agreement to float32 rounding
     np.testing.assert_allclose(ours, theirs.double().numpy(), rtol=0, atol=2e-5)
@@ -119,11 +119,11 @@ def test_absorbed_mla_scores_equal_transformers_scores():
                       position_embeddings=rotary(x, torch.arange(T)[None]))
     finally:
         modeling.eager_attention_forward = original
-    weights = numpy_weights(attention)
+    proj = numpy_projections(attention)
     rope = RoPE(base=config.rope_parameters["rope_theta"])
     xn = x.double().numpy()
-    _, cache = mla_attention(xn, weights, 4, rope=rope, norm_eps=config.rms_norm_eps)
-    ours = mla_absorbed_scores(xn, cache, weights, 4, rope=rope, positions=np.arange(T),
+    _, cache = mla_attention(xn, proj, 4, rope=rope, norm_eps=config.rms_norm_eps)
+    ours = mla_absorbed_scores(xn, cache, proj, 4, rope=rope, positions=np.arange(T),
                                norm_eps=config.rms_norm_eps)
     np.testing.assert_allclose(ours, captured["scores"].double().numpy(), atol=2e-5)
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.attention import (
-    MHAWeights,
+    MHAProjections,
     attention_pass,
     causal_mask,
     merge_heads,
@@ -241,7 +241,7 @@ def check_split_heads(func: Callable) -> None:
 class _MHACase:
     name: str
     x: np.ndarray  # (T, D)
-    weights: MHAWeights  # four (D, D) matrices
+    weights: MHAProjections  # four (D, D) matrices
     n_heads: int
     mask: np.ndarray | None  # (T, T) bool
     #: the case differs from an unmasked case checked before it only by its mask
@@ -255,9 +255,9 @@ LARGE_SCORE = 800.0
 def _mha_cases() -> list[_MHACase]:
     rng = np.random.default_rng(20260304)
 
-    def layer(T: int, D: int) -> tuple[np.ndarray, MHAWeights]:
+    def layer(T: int, D: int) -> tuple[np.ndarray, MHAProjections]:
         x = rng.normal(size=(T, D))  # (T, D)
-        w = MHAWeights(*(rng.normal(size=(D, D)) / np.sqrt(D) for _ in range(4)))
+        w = MHAProjections(*(rng.normal(size=(D, D)) / np.sqrt(D) for _ in range(4)))
         return x, w
 
     x, w = layer(5, 12)

@@ -22,13 +22,13 @@ from typing import NamedTuple
 import numpy as np
 
 from attnlab._validate import generator, positive_int
-from attnlab.attention import MHAWeights, causal_mask, multi_head_attention
+from attnlab.attention import MHAProjections, causal_mask, multi_head_attention
 from attnlab.model import (
     ModelConfig,
     check_config,
     forward,
     layer_keys,
-    layer_weights,
+    layer_projections,
 )
 from attnlab.parallel import _one_blas_thread
 from attnlab.tasks import PreviousToken
@@ -365,8 +365,8 @@ def residual_stream(params: dict, tokens: np.ndarray, config: ModelConfig,
     mask = causal_mask(T) if config.causal else None  # (T, T)
     x = np.asarray(params["embed"], dtype=np.float64)[tokens]  # (B, T, D)
     for layer in range(n_layers):
-        weights = MHAWeights(*(np.asarray(w, dtype=np.float64)
-                               for w in layer_weights(params, layer)))
+        weights = MHAProjections(*(np.asarray(w, dtype=np.float64)
+                               for w in layer_projections(params, layer)))
         out, _ = multi_head_attention(x, weights, config.n_heads, mask=mask)  # (B, T, D)
         x = x + out
     return x

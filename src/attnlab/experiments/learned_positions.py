@@ -17,7 +17,7 @@ from attnlab.model import (
     check_config,
     forward,
     init_params,
-    layer_weights,
+    layer_projections,
 )
 from attnlab.parallel import _one_blas_thread
 from attnlab.tasks import PreviousToken
@@ -237,7 +237,7 @@ def positional_scores(params: dict, config: ModelConfig, n_positions: int,
     if config.n_kv_heads != config.n_heads:
         raise ValueError(f"n_kv_heads={config.n_kv_heads} と n_heads={config.n_heads} が"
                          "違うモデルには使えません")
-    proj = layer_weights(params, layer)
+    proj = layer_projections(params, layer)
     rows = np.asarray(params["pos"][:n_positions], dtype=np.float64)  # (T, D)
     q = split_heads(rows @ proj.w_q, config.n_heads)  # (H, T, Dh)
     k = split_heads(rows @ proj.w_k, config.n_heads)  # (H, T, Dh)
@@ -367,7 +367,7 @@ def score_terms_by_offset(params: dict, config: ModelConfig, rng: np.random.Gene
         raise ValueError(f"max_offset < seq_len ≤ max_len にしてください: max_offset="
                          f"{max_offset}, seq_len={seq_len}, max_len={config.max_len}")
     batch = PreviousToken(vocab_size=config.vocab_size)(generator(rng), n_rows, seq_len)
-    proj = layer_weights(params, 0)
+    proj = layer_projections(params, 0)
     embed = np.asarray(params["embed"], dtype=np.float64)  # (V, D)
     rows = np.asarray(params["pos"][:seq_len], dtype=np.float64)  # (T, D)
     i = np.arange(max_offset, seq_len)  # (n_queries,)

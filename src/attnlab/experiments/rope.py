@@ -7,7 +7,7 @@ import numpy as np
 
 from attnlab._validate import even_int, int_positions, model_tokens, positive_float
 from attnlab.attention import causal_mask, multi_head_attention
-from attnlab.model import ModelConfig, layer_weights
+from attnlab.model import ModelConfig, layer_projections
 from attnlab.positional import RoPE, apply_rope, rope_angles
 
 #: Head width of the live figure's query and key (4 pairs; the figure offers 3).
@@ -208,7 +208,7 @@ def half_layout_logits(params: dict, tokens, config: ModelConfig) -> np.ndarray:
     x = params["embed"][tokens]  # (B, T, D)
     mask = causal_mask(tokens.shape[1])  # (T, T)
     for layer in range(config.n_layers):
-        out, _ = multi_head_attention(x, layer_weights(params, layer), config.n_heads,
+        out, _ = multi_head_attention(x, layer_projections(params, layer), config.n_heads,
                                       n_kv_heads=config.n_kv_heads, mask=mask, rope=rope)
         x = x + out  # (B, T, D)
     return x @ params["unembed"]  # (B, T, V)

@@ -74,7 +74,7 @@ from attnlab.experiments.why_heads import (
     heads_output,
     value_coefficients,
 )
-from attnlab.model import ModelConfig, forward, init_params, layer_weights, param_shapes
+from attnlab.model import ModelConfig, forward, init_params, layer_projections, param_shapes
 from attnlab.positional import (
     alibi_slopes,
     apply_rope,
@@ -380,7 +380,7 @@ def first_layer_weights(params: dict, config: ModelConfig, tokens: np.ndarray,
     if config.positional == "alibi":
         distance = np.abs(positions[:, None] - positions[None, :])  # (T, T)
         bias = -alibi_slopes(config.n_heads)[:, None, None] * distance  # (H, T, T)
-    _, attn = multi_head_attention(x, layer_weights(params, 0), config.n_heads,
+    _, attn = multi_head_attention(x, layer_projections(params, 0), config.n_heads,
                                    n_kv_heads=config.n_kv_heads,
                                    mask=causal_mask(T) if config.causal else None,
                                    rope=config.rope, bias=bias,

@@ -33,7 +33,7 @@ from attnlab.model import (
     forward,
     init_params,
     layer_keys,
-    layer_weights,
+    layer_projections,
     loss_and_grads,
 )
 from attnlab.parallel import on_cores
@@ -199,7 +199,7 @@ def one_side_induction(params: dict, heads, side: str,
     tokens = batch.tokens  # (B, T)
     T, H, Dh = tokens.shape[1], CONFIG.n_heads, CONFIG.d_head
     x0 = params["embed"][tokens] + params["pos"][:T]  # (B, T, D)
-    w0 = layer_weights(params, 0)
+    w0 = layer_projections(params, 0)
     keep = np.ones(H)
     keep[[head for _, head in heads]] = 0.0  # (H,): 0 for the heads removed
     rows = np.repeat(keep, Dh)[:, None]  # (H*Dh, 1): W_O's rows of each head
@@ -207,7 +207,7 @@ def one_side_induction(params: dict, heads, side: str,
     cut = x0 + multi_head_attention(x0, w0._replace(w_o=w0.w_o * rows), H,
                                     mask=causal_mask(T))[0]  # (B, T, D)
     x_q, x_k = (full, cut) if side == "key" else (cut, full)
-    w1 = layer_weights(params, 1)
+    w1 = layer_projections(params, 1)
     q = split_heads(x_q @ w1.w_q, H)  # (B, H, T, Dh)
     k = split_heads(x_k @ w1.w_k, H)  # (B, H, T, Dh)
     scores = q @ k.swapaxes(-1, -2) / np.sqrt(Dh)  # (B, H, T, T)
@@ -493,13 +493,13 @@ def pooled_params(params: dict, n_kv_heads: int, how: str = "mean") -> tuple[Mod
     fresh = init_params(config, np.random.default_rng(0))  # for how="random"
     group, Dh = CONFIG.n_heads // config.n_kv_heads, CONFIG.d_head
     for layer in range(CONFIG.n_layers):
-        weights = mean_pool_kv(layer_weights(params, layer), CONFIG.n_heads, n_kv_heads)
+        weights = mean_pool_kv(layer_projections(params, layer), CONFIG.n_heads, n_kv_heads)
         if how == "first":
-            old = layer_weights(params, layer)
+            old = layer_projections(params, layer)
             first = [j * group * Dh + i for j in range(config.n_kv_heads) for i in range(Dh)]
             weights = weights._replace(w_k=old.w_k[:, first], w_v=old.w_v[:, first])
         elif how == "random":
-            new = layer_weights(fresh, layer)
+            new = layer_projections(fresh, layer)
             weights = weights._replace(w_k=new.w_k, w_v=new.w_v)
         pooled.update(zip(layer_keys(layer), weights, strict=True))
     return config, pooled

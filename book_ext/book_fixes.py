@@ -27,15 +27,22 @@ error; the other two are the book's design (issue 36).
 6. The solutions show the code a student writes without the nbgrader markers: the lines
    ``### BEGIN SOLUTION`` and ``### END SOLUTION`` of a code cell are dropped from its
    literal block when a page is read (``scripts.make_student.strip_solution_markers``).
+7. The Colab launch button opens the chapter in plain Markdown (issue 47): Colab runs no
+   MyST, so sphinx-book-theme's button (the chapter as committed, on ``main``) is pointed
+   at the converted copy ``make publish`` puts on ``gh-pages``
+   (``scripts.plain_notebooks.colab_url``: ``…/blob/gh-pages/colab/notebooks/NN_x.ipynb``).
 """
 
 import re
+from pathlib import Path
 
 from docutils import nodes
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
 from attnlab.live_book import live_figure_captions_transform
+from scripts.book import chapter_notebooks
 from scripts.make_student import strip_solution_markers
+from scripts.plain_notebooks import colab_url
 
 # Sphinx's HTML writer: <span class="caption-number">図 2 </span><span class="caption-text">
 CAPTION_NUMBER = re.compile(
@@ -111,6 +118,26 @@ def _caption_numbers(app, pagename, templatename, context, doctree):
         context["body"] = separate_caption_numbers(context["body"])
 
 
+def colab_to_plain_copy(context: dict, url: str) -> bool:
+    """Point the Colab button of the page's launch group at ``url``; True when there was one."""
+    found = False
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group.get("buttons", []):
+            if button.get("text") == "Colab":
+                button["url"] = url
+                found = True
+    return found
+
+
+def _colab_button(app, pagename, templatename, context, doctree):
+    root = Path(app.srcdir)
+    if pagename in {path.relative_to(root).with_suffix("").as_posix()
+                    for path in chapter_notebooks(root)}:
+        colab_to_plain_copy(context, colab_url(pagename, root))
+
+
 def _default_mode(app, config):
     config.html_context.setdefault("default_mode", "auto")
 
@@ -119,6 +146,8 @@ def setup(app):
     app.connect("config-inited", _default_mode)
     app.connect("html-page-context", _drop_repeated_scripts, priority=900)
     app.connect("html-page-context", _caption_numbers)
+    # after sphinx-book-theme's add_launch_buttons (priority 501)
+    app.connect("html-page-context", _colab_button, priority=600)
     app.add_post_transform(live_figure_captions_transform())
     app.add_post_transform(ExerciseLabelInTitle)
     app.connect("doctree-read", _strip_markers)

@@ -40,16 +40,23 @@ error; the rest are the book's design (issues 36, 47 and 48).
    math), the space typed between a digit and a Japanese character (「3 つ」「第 4 章」
    「図 1」「約 5%」) becomes a no-break space (:func:`keep_numbers`), and a section number
    that starts a heading (「2. 5 種類」) is set apart (``span.attnlab-section-number``).
+10. The Colab launch button opens the chapter in plain Markdown (issue 47): Colab runs no
+   MyST, so sphinx-book-theme's button (the chapter as committed, on ``main``) is pointed
+   at the converted copy ``make publish`` puts on ``gh-pages``
+   (``scripts.plain_notebooks.colab_url``: ``…/blob/gh-pages/colab/notebooks/NN_x.ipynb``).
 """
 
 import html
 import re
+from pathlib import Path
 
 from docutils import nodes
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
 from attnlab.live_book import live_figure_captions_transform
+from scripts.book import chapter_notebooks
 from scripts.make_student import strip_solution_markers
+from scripts.plain_notebooks import colab_url
 
 # Sphinx's HTML writer: <span class="caption-number">図 2 </span><span class="caption-text">
 CAPTION_NUMBER = re.compile(
@@ -236,6 +243,26 @@ def _caption_numbers(app, pagename, templatename, context, doctree):
         context["body"] = separate_caption_numbers(context["body"])
 
 
+def colab_to_plain_copy(context: dict, url: str) -> bool:
+    """Point the Colab button of the page's launch group at ``url``; True when there was one."""
+    found = False
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group.get("buttons", []):
+            if button.get("text") == "Colab":
+                button["url"] = url
+                found = True
+    return found
+
+
+def _colab_button(app, pagename, templatename, context, doctree):
+    root = Path(app.srcdir)
+    if pagename in {path.relative_to(root).with_suffix("").as_posix()
+                    for path in chapter_notebooks(root)}:
+        colab_to_plain_copy(context, colab_url(pagename, root))
+
+
 def _default_mode(app, config):
     config.html_context.setdefault("default_mode", "auto")
 
@@ -245,6 +272,8 @@ def setup(app):
     app.connect("html-page-context", _drop_repeated_scripts, priority=900)
     app.connect("html-page-context", _caption_numbers)
     app.connect("html-page-context", _figure_boxes)
+    # after sphinx-book-theme's add_launch_buttons (priority 501)
+    app.connect("html-page-context", _colab_button, priority=600)
     app.add_post_transform(live_figure_captions_transform())
     app.add_post_transform(ExerciseLabelInTitle)
     app.connect("doctree-read", _strip_markers)

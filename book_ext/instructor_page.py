@@ -47,6 +47,7 @@ import nbformat
 
 from scripts.book import CONFIG, ROOT, TOC, chapter_notebooks, read_config
 from scripts.exercises import Exercise, parse_exercises
+from scripts.plain_notebooks import COLAB_FOLDER, PAGES_BRANCH
 
 CHARS_PER_MINUTE = 400  # reading speed for Japanese technical prose (characters per minute)
 MINUTES_PER_CODE_CELL = 1  # run a cell and read what it prints or draws
@@ -170,8 +171,10 @@ class Launch:
                 f"?urlpath={where}/{self._path(notebook)}")
 
     def colab(self, notebook: str) -> str:
-        return (f"{self.colab_url.rstrip('/')}/github/{self.owner}/{self.repo}/blob/{self.branch}/"
-                f"{self._path(notebook)}")
+        """The plain-Markdown copy ``make publish`` puts on gh-pages (Colab runs no MyST;
+        ``scripts/plain_notebooks.py``), as the book's Colab button opens it."""
+        return (f"{self.colab_url.rstrip('/')}/github/{self.owner}/{self.repo}/blob/"
+                f"{PAGES_BRANCH}/{COLAB_FOLDER}/{notebook.lstrip('/')}")
 
     def _path(self, notebook: str) -> str:
         return f"{self.path_to_book.strip('/')}/{notebook}".lstrip("/")

@@ -9,21 +9,27 @@ Before anything is built or pushed it refuses, with a Japanese message and exit 
 - ``notebooks/`` or ``src/attnlab/`` have uncommitted changes, tracked or untracked: the
   published book would then show something no commit holds;
 
-and after the build, when the build fails or left no ``index.html``. Otherwise
-``ghp-import`` writes the site as ONE new commit on top of the remote's ``gh-pages`` (fetched
-first, so the history is kept and a publish from another clone or from CI is never
-overwritten), with a ``.nojekyll`` (GitHub Pages must not run Jekyll: it drops the
-``_static/`` and ``_images/`` folders), and pushes it. Last it prints the URL the pages get,
-derived from ``repository.url`` of ``_config.yml``.
+and after the build, when the build fails or left no ``index.html``. Otherwise the site is
+staged (hard links to the build, ``_build/html`` itself is left as built) with the Colab
+copies of the chapters added: each chapter in plain Markdown, solutions kept, under
+``colab/notebooks/`` (``scripts/plain_notebooks.py``; the book's Colab button opens them,
+Colab runs no MyST). Then ``ghp-import`` writes the staged site as ONE new commit on top
+of the remote's ``gh-pages`` (fetched first, so the history is kept and a publish from
+another clone or from CI is never overwritten), with a ``.nojekyll`` (GitHub Pages must not
+run Jekyll: it drops the ``_static/`` and ``_images/`` folders), and pushes it. Last it
+prints the URL the pages get, derived from ``repository.url`` of ``_config.yml``.
 
 ``--build`` is the command that builds the site; tests replace it with a quick fake.
 """
 
 import argparse
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -165,6 +171,33 @@ def run_build(root: Path, build: str, site: Path) -> None:
         raise Refusal(f"ビルドのあとに {site / 'index.html'} がありません。")
 
 
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(source, target)
+
+
+def stage_site(root: Path, site: Path, staging: Path) -> Path:
+    """``site`` with the Colab copies of the chapters of ``root`` added under ``colab/``
+    (``scripts.plain_notebooks``), written to ``staging/site``; returns that folder."""
+    # imported here: it loads nbclient and pybtex, seconds that a refusal need not wait
+    from scripts.plain_notebooks import COLAB_FOLDER, convert
+
+    staged = staging / "site"
+    shutil.copytree(site, staged, copy_function=_link_or_copy)
+    target = staged / COLAB_FOLDER
+    if target.exists():  # a site that already has the folder: the copies replace it
+        shutil.rmtree(target)
+    try:
+        written = convert(target, root)
+    except Exception as error:  # a chapter that cannot be read or converted
+        raise Refusal(f"Colab 用のノートブックを作れません: {error}") from None
+    print(f"Colab 用に {len(written)} 章を MyST のない Markdown で {COLAB_FOLDER}/ に書きました",
+          flush=True)
+    return staged
+
+
 def push_site(root: Path, remote: str, site: Path) -> tuple[str, bool]:
     """Write ``site`` as one new commit on top of the remote's ``gh-pages`` and push it;
     returns the new commit's hash and whether this publish created the branch.
@@ -223,7 +256,9 @@ def publish(root: Path, remote: str = "origin", build: str = DEFAULT_BUILD,
     if warning:
         print(warning, flush=True)
     run_build(root, build, site)
-    commit, first = push_site(root, remote, site)
+    with tempfile.TemporaryDirectory(prefix=".publish-", dir=site.parent) as staging:
+        staged = stage_site(root, site, Path(staging))
+        commit, first = push_site(root, remote, staged)
     shown = site.relative_to(root) if site.is_relative_to(root) else site
     print(f"本を公開しました: {shown} → {remote} の {BRANCH}（コミット {commit}）")
     print(f"ページの URL: {url}")

@@ -93,7 +93,8 @@ def test_launch_links_come_from_the_repository_url(tmp_path):
     assert launch.binder("notebooks/01_x.ipynb") == (
         "https://mybinder.org/v2/gh/someone/fork-course/dev?urlpath=lab/tree/notebooks/01_x.ipynb")
     assert launch.colab("notebooks/01_x.ipynb") == (
-        "https://colab.research.google.com/github/someone/fork-course/blob/dev/notebooks/01_x.ipynb")
+        "https://colab.research.google.com/github/someone/fork-course/blob/gh-pages/"
+        "colab/notebooks/01_x.ipynb")
 
 
 def test_the_launch_table_links_every_chapter():

@@ -16,9 +16,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from scripts.book import ROOT, read_config, toc_pages
+from scripts.plain_markdown import MYST_LEFT
+from scripts.plain_notebooks import colab_path
 from scripts.publish import BRANCH, dirty_files, fork_warning, main, pages_url
 
 URL = "https://attnlab.github.io/mha-positional-encoding-course/"
@@ -68,6 +71,18 @@ def git(cwd: Path, *args: str, env: dict | None = None) -> str:
     ).stdout
 
 
+def stand_in_chapter(page: str):
+    """A chapter with MyST the Colab copy must not keep, and a marked solution."""
+    return nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(
+            f"(sec-{Path(page).name})=\n# {page} v1\n\n"
+            "4 段です {cite}`vaswani2017attention`。\n\n```{note}\n注意します。\n```"),
+        nbformat.v4.new_code_cell(
+            "x = 1\n### BEGIN SOLUTION\ny = 2\n### END SOLUTION",
+            outputs=[nbformat.v4.new_output("stream", text="kept\n")]),
+    ])
+
+
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
     """A committed miniature of this repository: what publishing reads, nothing more."""
@@ -80,11 +95,15 @@ def template(tmp_path_factory) -> Path:
         shutil.copy2(ROOT / name, repo / name)
     shutil.copytree(ROOT / "scripts", repo / "scripts",
                     ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "book").mkdir()
+    shutil.copy2(ROOT / "book" / "references.bib", repo / "book" / "references.bib")
     for page in toc_pages():
-        suffix = ".ipynb" if page.startswith("notebooks/") else ".md"
-        path = repo / f"{page}{suffix}"
+        path = repo / f"{page}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{page} v1\n", encoding="utf-8")
+        if page.startswith("notebooks/"):
+            nbformat.write(stand_in_chapter(page), path.with_suffix(".ipynb"))
+        else:
+            path.write_text(f"{page} v1\n", encoding="utf-8")
     (repo / "src" / "attnlab").mkdir(parents=True)
     (repo / "src" / "attnlab" / "__init__.py").write_text('"""attnlab"""\n', encoding="utf-8")
     git(repo, "init", "--quiet", "-b", "main", env=env)
@@ -195,6 +214,8 @@ def test_make_publish_pushes_the_site_and_a_second_publish_adds_one_commit(
     files = published(bare)
     assert {"index.html", ".nojekyll"} <= set(files)
     assert {f"{page}.html" for page in toc_pages()} <= set(files)
+    assert_colab_copies(bare, files)
+    assert not (repo / "_build" / "html" / "colab").exists()  # staged, the build untouched
     assert git(bare, "rev-list", "--count", BRANCH).strip() == "1"
     before = git(bare, "rev-parse", BRANCH).strip()
 
@@ -208,7 +229,20 @@ def test_make_publish_pushes_the_site_and_a_second_publish_adds_one_commit(
     assert git(bare, "rev-parse", f"{BRANCH}~1").strip() == before
     page = NOTEBOOK.replace(".ipynb", ".html")
     assert "v2" in git(bare, "show", f"{BRANCH}:{page}")
+    assert "v2" in git(bare, "show", f"{BRANCH}:{colab_path(NOTEBOOK)}")
     assert git(bare, "for-each-ref", "--format=%(refname)").split() == [f"refs/heads/{BRANCH}"]
+
+
+def assert_colab_copies(bare: Path, files: list[str]) -> None:
+    """Every chapter is published as its Colab copy, in plain Markdown, solution kept."""
+    chapters = [page for page in toc_pages() if page.startswith("notebooks/")]
+    assert chapters and {colab_path(page) for page in chapters} <= set(files)
+    for page in chapters:
+        nb = nbformat.reads(git(bare, "show", f"{BRANCH}:{colab_path(page)}"), as_version=4)
+        text, code = nb.cells[0].source, nb.cells[1]
+        assert not MYST_LEFT.search(text), text
+        assert "[Vaswani ら（2017）](" in text and "> **注**" in text and f"{page} v1" in text
+        assert code.source == "x = 1\ny = 2" and code.outputs[0].text == "kept\n"
 
 
 def test_a_publish_from_a_fresh_clone_builds_on_the_remote_history(repo, bare, env, tmp_path):
@@ -307,6 +341,16 @@ def test_make_publish_refuses_a_dirty_notebook_with_the_message(repo, bare, env,
     assert not marker.exists() and refs(bare) == ""
 
 
+def test_a_chapter_that_cannot_be_converted_for_colab_refuses(repo, bare, env, tmp_path, capsys):
+    build, marker = fake_build(tmp_path)
+    (repo / NOTEBOOK).write_text("not a notebook", encoding="utf-8")
+    git(repo, "commit", "--quiet", "-am", "break a chapter", env=env)
+    assert main(["--build", build], root=repo) == 1
+    err = capsys.readouterr().err
+    assert "Colab 用のノートブックを作れません" in err and "何も push していません" in err
+    assert marker.exists() and refs(bare) == ""
+
+
 @pytest.mark.skipif(not (ROOT / "_build" / "html" / "index.html").exists(),
                     reason="本がまだビルドされていません（make build のあとで実行されます）")
 def test_the_real_built_book_is_published_whole(repo, bare, capsys):
@@ -317,6 +361,7 @@ def test_the_real_built_book_is_published_whole(repo, bare, capsys):
     # every file of the site, whatever build it is from (a stale _build/html may lack a new
     # chapter: the fake-build tests above check the pages of _toc.yml)
     built = {path.relative_to(site).as_posix() for path in site.rglob("*") if path.is_file()}
-    assert files == built | {".nojekyll"}
+    colab = {colab_path(page) for page in toc_pages() if page.startswith("notebooks/")}
+    assert files == built | {".nojekyll"} | colab
     assert any(name.startswith("_static/") for name in files)
     assert URL in capsys.readouterr().out

@@ -45,7 +45,7 @@ fifth), two full draws at :data:`attnlab.plotting.PNG_SCALE` (light and dark, ab
 two thirds) and two PNG encodings; a figure reused from state to state would be cheaper but
 does not give the same bytes for every figure, so each state is drawn from a new one.
 
-Not taught: machinery of the book's build (CONTRIBUTING.md).
+Not taught: machinery of the book's build (src/attnlab/README.md).
 """
 
 from __future__ import annotations

@@ -235,7 +235,7 @@ def new_figure(
     fig : Figure
     axes : Axes, or an array of Axes if ``ncols > 1``
 
-    Not taught: the figure every live figure draws on (CONTRIBUTING.md).
+    Not taught: the figure every live figure draws on (widgets/README.md).
     """
     with book_style():
         fig = Figure(figsize=figsize or (FIGURE_WIDTH, FIGURE_HEIGHT), dpi=FIGURE_DPI)

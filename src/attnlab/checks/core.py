@@ -44,14 +44,14 @@ CHECK_ATTRIBUTE = "attnlab_check"
 class Mistake(Exception):
     """The answer is wrong; the message is the Japanese diagnosis shown to the student.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
 
 
 class Unimplemented(Exception):
     """The student's function raised ``NotImplementedError``.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
 
 
@@ -62,7 +62,7 @@ class Raised:
     ``where`` says where in the student's code, e.g. ``セル In[7] の 4 行目：scores = …``
     (:func:`student_line`); empty when no line of the traceback is the student's.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
 
     error: Exception
@@ -119,7 +119,7 @@ def student_line(traceback: TracebackType | None, limit: int = 60) -> str:
     (shortened to ``limit`` characters). An error raised inside numpy is placed on the
     student's line that called numpy.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     last = None
     while traceback is not None:
@@ -147,7 +147,7 @@ def raised_message(raised: Raised, case: str) -> str:
     """Japanese sentence saying which exception the student's code raised, on which case,
     and where in the student's code (without a traceback).
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     where = f"（{raised.where}）" if raised.where else ""
     return f"{case}で例外 {_describe_error(raised.error)} が発生しました{where}。"
@@ -162,7 +162,7 @@ def call_student(func: Callable, *args: Any, **kwargs: Any) -> Any:
     :class:`Raised` (with the line of the student's code it came from) instead of
     propagating.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
     kwargs = {
@@ -212,7 +212,7 @@ def call_refusing(func: Callable,
     raised with the message of the first that ran; otherwise the result is returned as
     :func:`call_student` returns it.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     watched: dict[CodeType, str] = {}
     pairs = (references.items() if isinstance(references, Mapping)
@@ -243,7 +243,7 @@ def call_refusing(func: Callable,
 def shape_of(value: Any) -> tuple[int, ...] | None:
     """``np.shape`` of something the student returned; None for ragged nested lists.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     try:
         return np.shape(value)
@@ -259,7 +259,7 @@ def returned_pair(value: Any, out_shape: Sequence[int],
     container of another length, and the two parts swapped. The parts are returned as
     given; check them with :func:`returned_array`.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     out_shape, weights_shape = tuple(out_shape), tuple(weights_shape)
     if value is None:
@@ -294,7 +294,7 @@ def _spaced(name: str) -> str:
 def returned_array(value: Any, name: str, shape: Sequence[int]) -> np.ndarray:
     """``value`` as a floating array of ``shape``, or a :class:`Mistake` saying what is wrong.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     subject = _spaced(name)
     if value is None:
@@ -329,7 +329,7 @@ def fix_on_repeat(key: str, what_went_wrong: str, fix: str) -> str:
     time on it is ``what_went_wrong`` followed by ``fix`` (the code). A student who
     reads the first message can still find the fix alone; one who is stuck gets it.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     _ATTEMPTS[key] = _ATTEMPTS.get(key, 0) + 1
     return what_went_wrong + (REPEAT_NOTE if _ATTEMPTS[key] == 1 else fix)
@@ -338,7 +338,7 @@ def fix_on_repeat(key: str, what_went_wrong: str, fix: str) -> str:
 def reset_attempts() -> None:
     """Forget every diagnosis given so far (:func:`fix_on_repeat` starts again).
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
     _ATTEMPTS.clear()
 
@@ -359,7 +359,7 @@ class CheckResult:
     check has printed the line already (``printed``), so the result it returns shows
     nothing more; ``check.evaluate(func)`` at the end of a cell shows its line.
 
-    Not taught: machinery of the self-checks and the grader (CONTRIBUTING.md).
+    Not taught: machinery of the self-checks and the grader (checks/README.md).
     """
 
     verdict: str
@@ -394,7 +394,7 @@ def checker(success: str) -> Callable[[Callable[[Callable], None]],
     printing. List every check made with it in ``attnlab.checks`` (its import, ``CHECKS``
     and ``__all__``): ``tests/test_registries.py`` names one that is missing.
 
-    Not taught: machinery for writing a check (CONTRIBUTING.md).
+    Not taught: machinery for writing a check (checks/README.md).
     """
 
     def decorate(body: Callable[[Callable], None]) -> Callable[[Callable], CheckResult]:

@@ -81,7 +81,7 @@ def register_widget(name: str) -> Callable[[_Factory], _Factory]:
     name : str
         Short registry name, unique across the package, e.g. ``"softmax_sharpness"``.
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
 
     def mark(factory: _Factory) -> _Factory:
@@ -113,7 +113,7 @@ def render(plot: Plot, **state: Any) -> Figure:
     Figure
         Built in the book's figure style (``attnlab.plotting.book_style``).
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
     with book_style():
         fig, update = plot()
@@ -132,7 +132,7 @@ def control_values(control: widgets.Widget) -> tuple:
     ValueError
         For a control without a finite discrete domain.
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
     if hasattr(control, "options"):
         options = control.options
@@ -161,7 +161,7 @@ def control_values(control: widgets.Widget) -> tuple:
 def control_kind(control: widgets.Widget) -> str:
     """The HTML control the book shows for ``control``: slider, toggle, dropdown or checkbox.
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
     if isinstance(control, widgets.ToggleButtons | widgets.RadioButtons):
         return "toggle"
@@ -175,7 +175,7 @@ def control_kind(control: widgets.Widget) -> str:
 def control_labels(control: widgets.Widget) -> tuple[str, ...]:
     """The text shown for each value of ``control``, in the order of :func:`control_values`.
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
     labels = getattr(control, "_options_labels", None)
     if labels is not None:
@@ -236,7 +236,7 @@ class InteractiveFigure:
     widget : ipywidgets.VBox
         The controls above the rendered image, and a message line.
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
 
     def __init__(
@@ -395,7 +395,7 @@ def interactive_figure(
     InteractiveFigure
         Displayed live in Jupyter, as a PNG of the default state elsewhere.
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
     return InteractiveFigure(plot, controls, title)
 
@@ -408,7 +408,7 @@ def interactive_figure(
 def toggle(options, value: Any, description: str) -> widgets.ToggleButtons:
     """Toggle buttons over ``options``, each as wide as its label.
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
     return widgets.ToggleButtons(options=list(options), value=value, description=description,
                                  style={"button_width": "auto"})
@@ -417,7 +417,7 @@ def toggle(options, value: Any, description: str) -> widgets.ToggleButtons:
 def slider(options, value: Any, description: str) -> widgets.SelectionSlider:
     """A slider that stops at each of ``options`` (moved with the arrow keys in the book).
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
     return widgets.SelectionSlider(options=list(options), value=value, description=description)
 
@@ -425,6 +425,6 @@ def slider(options, value: Any, description: str) -> widgets.SelectionSlider:
 def dropdown(options, value: Any, description: str) -> widgets.Dropdown:
     """A drop-down menu of ``options``, for names too long for buttons.
 
-    Not taught: machinery for writing a live figure (CONTRIBUTING.md).
+    Not taught: machinery for writing a live figure (widgets/README.md).
     """
     return widgets.Dropdown(options=list(options), value=value, description=description)

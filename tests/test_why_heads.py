@@ -147,35 +147,3 @@ def test_run_heads_can_train_two_layers_of_one_head():
     assert {"layers.0.w_q", "layers.1.w_q"} <= set(run.params)
     assert two_positions_config(1, n_layers=2).n_layers == 2
     assert two_positions_config(4).n_layers == 1  # the chapter's study: one layer
-
-
-def test_run_heads_together_is_run_heads_of_each_study_bit_for_bit():
-    # two studies in one call on two fresh processes; the second study's rng a copy of
-    # the first's (as chapter 02 does for its slow runs), then each study alone in order
-    import copy
-
-    from attnlab.experiments.why_heads import run_heads_together
-
-    task = TwoPositions()
-    eval_batch = task(np.random.default_rng(123), 8, 8)
-    rng = np.random.default_rng(5)
-    again = copy.deepcopy(rng)
-    studies = [dict(head_counts=(1, 2), n_seeds={1: 1, 2: 2}, rng=rng,
-                    eval_batch=eval_batch, steps=2, seq_len=8),
-               dict(head_counts=(2,), n_seeds=2, rng=again, eval_batch=eval_batch,
-                    steps=3, seq_len=8, lr=3e-3)]
-    shared = run_heads_together(*studies, workers=2)
-    rng, again = np.random.default_rng(5), np.random.default_rng(5)
-    alone = [run_heads((1, 2), {1: 1, 2: 2}, rng=rng, eval_batch=eval_batch, steps=2,
-                       seq_len=8),
-             run_heads((2,), 2, rng=again, eval_batch=eval_batch, steps=3, seq_len=8,
-                       lr=3e-3)]
-    assert [len(runs) for runs in shared] == [3, 2]
-    for got_runs, want_runs in zip(shared, alone, strict=True):
-        for got, want in zip(got_runs, want_runs, strict=True):
-            assert (got.n_heads, got.seed) == (want.n_heads, want.seed)
-            np.testing.assert_array_equal(got.loss, want.loss)
-            for name, value in want.params.items():
-                np.testing.assert_array_equal(got.params[name], value)
-    # the rng is left as run_heads leaves it: the next streams split from it are the same
-    assert rng.spawn(1)[0].random() == studies[0]["rng"].spawn(1)[0].random()

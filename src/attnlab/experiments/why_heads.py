@@ -219,7 +219,8 @@ def run_heads(
     ``rng`` is split into independent streams; run ``s`` of every head count starts
     from a copy of stream ``s``, so all head counts see the same batches. The runs are
     independent, so they are trained side by side on the CPU cores
-    (:func:`attnlab.parallel.on_cores`; one core: one after the other, the same results).
+    (:func:`attnlab.parallel.on_cores`; one core: one after the other, the same results,
+    bit for bit).
 
     Parameters
     ----------
@@ -252,25 +253,6 @@ def run_heads(
     # the runs are independent (each from its own stream): trained side by side on the
     # CPU cores, with the same results as one after the other
     return on_cores(_head_run, calls)
-
-
-def run_heads_together(*studies: dict, workers: int | None = None) -> list[list[HeadRun]]:
-    """``[run_heads(**study) for study in studies]``, every run of every study in one call
-    of :func:`attnlab.parallel.on_cores`: one start of the processes, the runs of most
-    steps first, and the short runs fill the cores at the end. The streams are split from
-    each study's ``rng`` in the order of ``studies``, as the calls one after the other
-    would split them, so the results are the same, bit for bit. ``workers`` as for
-    :func:`~attnlab.parallel.on_cores`.
-
-    It teaches nothing of its own: it runs :func:`run_heads`'s runs side by side, for speed.
-
-    Taught in chapter 02.
-    """
-    plans = [_head_calls(**study) for study in studies]
-    calls = [call for plan in plans for call in plan]
-    done = iter(on_cores(_head_run, calls, workers=workers,
-                         cost=lambda call: call[-1]["steps"]))  # the longest runs first
-    return [[next(done) for _ in plan] for plan in plans]
 
 
 def _head_calls(head_counts=HEAD_COUNTS, n_seeds=3, *, rng: np.random.Generator,

@@ -143,7 +143,13 @@ def test_train_kinds_gives_each_kind_its_own_stream():
 
 def test_finetune_comparison_names_the_lengths_it_knows():
     with pytest.raises(ValueError, match="factor=3"):
-        finetune_comparison({}, PreviousToken(), 3)
+        finetune_comparison({}, PreviousToken(), (3,))
+
+
+@pytest.mark.parametrize("factors", [4, ()])
+def test_finetune_comparison_wants_a_sequence_of_factors(factors):
+    with pytest.raises(ValueError, match=f"factors={factors!r}"):
+        finetune_comparison({}, PreviousToken(), factors)
 
 
 def test_the_ablations_run_on_the_same_batches_as_the_study():
@@ -271,7 +277,7 @@ def test_finetune_settings_end_at_their_last_mark():
         assert marks[0] == 0 and list(marks) == sorted(set(marks))
 
 
-def test_finetune_comparisons_are_finetune_comparison_of_each_factor_bit_for_bit(monkeypatch):
+def test_finetune_comparison_of_two_factors_is_each_factor_alone_bit_for_bit(monkeypatch):
     # both lengths' fine-tunes in one call on two fresh processes, and one after the
     # other; short settings (the settings travel with every call to the processes)
     from types import SimpleNamespace
@@ -283,10 +289,10 @@ def test_finetune_comparisons_are_finetune_comparison_of_each_factor_bit_for_bit
     monkeypatch.setattr(chapter, "FINETUNE_SETTINGS", short)
     task = PreviousToken()
     runs = {seed: {"RoPE": SimpleNamespace(params=fresh("RoPE", seed))} for seed in (0, 1)}
-    shared = chapter.finetune_comparisons(runs, task, (4, 2), workers=2)
+    shared = chapter.finetune_comparison(runs, task, (4, 2), workers=2)
     assert list(shared) == [4, 2]
     for factor in (4, 2):
-        alone = chapter.finetune_comparison(runs, task, factor)
+        alone = chapter.finetune_comparison(runs, task, (factor,), workers=1)[factor]
         assert list(shared[factor]) == list(alone) == ["RoPE 外挿", "RoPE+PI"]
         for name, curves in alone.items():
             assert curves.shape == (2, 3)

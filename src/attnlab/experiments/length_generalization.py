@@ -18,8 +18,7 @@ Then a short fine-tune at 2L and 4L of the trained RoPE model, once as it is
 miniature.
 
 The runs are independent (each draws from its own generator), so :func:`train_study`
-and :func:`finetune_comparison` (:func:`finetune_comparisons` for both lengths at once)
-share them among the CPU cores (:func:`on_cores`, not taught), and :func:`evaluate_study`
+and :func:`finetune_comparison` share them among the CPU cores (:func:`on_cores`, not taught), and :func:`evaluate_study`
 its evaluations (:func:`on_threads`); the results are the same, bit for bit, as one run
 after the other.
 """
@@ -521,29 +520,8 @@ def _finetune_seed(params: dict, config: ModelConfig, task, seed: int, setting: 
                           batch_size=setting["batch_size"])
 
 
-def finetune_comparison(runs: dict, task, factor: int,
-                        train_len: int = LENGTH_TRAIN_LEN) -> dict[str, np.ndarray]:
-    """Fine-tune every seed's RoPE model at ``factor · train_len``, extrapolated and with PI.
-
-    ``runs`` is seed → {kind: TrainedRun} (:func:`train_kinds`); the steps, batches and
-    their seeds are those of :data:`FINETUNE_SETTINGS` for ``factor``. The curves are
-    independent and run on every core (:func:`on_cores`).
-
-    Returns
-    -------
-    dict of str to np.ndarray
-        ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape (seeds, len(marks)), the
-        marks of ``FINETUNE_SETTINGS[factor]``.
-
-    Taught in chapter 10.
-    """
-    names, calls = _finetune_calls(runs, task, factor, train_len)
-    curves = iter(on_cores(_finetune_seed, calls))
-    return {name: np.stack([next(curves) for _ in runs]) for name in names}  # (seeds, marks)
-
-
 def _finetune_calls(runs: dict, task, factor: int, train_len: int) -> tuple[list, list]:
-    """The names of :func:`finetune_comparison`'s curves and its calls of
+    """The names of :func:`finetune_comparison`'s curves for one factor and its calls of
     :func:`_finetune_seed`: every name's seeds, one name after the other."""
     choice(factor, "factor", FINETUNE_SETTINGS)
     length = factor * train_len
@@ -556,20 +534,38 @@ def _finetune_calls(runs: dict, task, factor: int, train_len: int) -> tuple[list
     return list(configs), calls
 
 
-def finetune_comparisons(runs: dict, task, factors=(4, 2),
-                         train_len: int = LENGTH_TRAIN_LEN, *,
-                         workers: int | None = None) -> dict[int, dict[str, np.ndarray]]:
-    """:func:`finetune_comparison` for every factor of ``factors``, all the curves in one
-    call of :func:`on_cores`: one start of the processes, the longest curves first (the
-    most tokens: length × steps), and the short curves fill the cores at the end. The
-    results are the same, bit for bit, as
-    ``{factor: finetune_comparison(runs, task, factor)}``. ``workers`` as for
-    :func:`on_cores`.
+def finetune_comparison(runs: dict, task, factors=(4, 2),
+                        train_len: int = LENGTH_TRAIN_LEN, *,
+                        workers: int | None = None) -> dict[int, dict[str, np.ndarray]]:
+    """Fine-tune every seed's RoPE model at ``factor · train_len`` for each factor,
+    extrapolated and with PI.
 
-    It teaches nothing of its own: it runs the fine-tunes side by side, for speed.
+    ``runs`` is seed → {kind: TrainedRun} (:func:`train_study`); the steps, batches and
+    their seeds are those of :data:`FINETUNE_SETTINGS` for each factor. The curves are
+    independent and share the CPU cores (:func:`on_cores`; the longest first), so the
+    curves of a factor are the same, bit for bit, whichever other factors are listed.
+
+    Parameters
+    ----------
+    runs : dict
+    task : callable
+    factors : sequence of int
+        Keys of :data:`FINETUNE_SETTINGS` (the chapter's: 4 and 2).
+    train_len : int
+    workers : int, optional
+        As for :func:`on_cores`.
+
+    Returns
+    -------
+    dict of int to dict of str to np.ndarray
+        factor → ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape
+        (seeds, len(marks)), the marks of ``FINETUNE_SETTINGS[factor]``.
 
     Taught in chapter 10.
     """
+    if isinstance(factors, (int, np.integer)) or not len(factors):
+        raise ValueError("factors は倍率の並び（例: (4, 2) や (4,)）にしてください: "
+                         f"factors={factors!r}")
     factors = [int(factor) for factor in factors]
     plans = {factor: _finetune_calls(runs, task, factor, train_len) for factor in factors}
     calls = [call for _, factor_calls in plans.values() for call in factor_calls]

@@ -330,7 +330,7 @@ def finetune_4l(study: LengthStudy) -> dict[str, np.ndarray]:
     Taught in chapter 11.
     """
     task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
-    return finetune_comparison(study.runs, task, 4)
+    return finetune_comparison(study.runs, task, (4,))[4]
 
 
 # --- the encodings side by side ------------------------------------------------------------

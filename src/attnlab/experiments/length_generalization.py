@@ -18,9 +18,9 @@ Then a short fine-tune at 2L and 4L of the trained RoPE model, once as it is
 miniature.
 
 The runs are independent (each draws from its own generator), so :func:`train_study`
-and :func:`finetune_comparison` share them among the CPU cores (:func:`on_cores`, not taught), and :func:`evaluate_study`
-its evaluations (:func:`on_threads`); the results are the same, bit for bit, as one run
-after the other.
+and :func:`finetune_comparison` share them among the CPU cores (:func:`on_cores`, not
+taught), and :func:`evaluate_study` its evaluations (:func:`on_threads`); the results are
+the same, bit for bit, as one run after the other.
 """
 
 import dataclasses

@@ -11,6 +11,7 @@
 //    says so (issue 48, M2): the class attnlab-scrolls-right / -left fades the side that
 //    hides more, a table gets a short note under it, and a ResultTable only a little too
 //    wide loses padding instead (attnlab-table-tight). Measured again on resize and scroll.
+// 4. Inline code breaks only after _ [ , : (a <wbr> there; issue 48).
 (function () {
   "use strict";
 
@@ -125,7 +126,48 @@
     }
   }
 
+  // Inline code breaks only after _ [ , : (issue 48, m-new-1): a <wbr> after each of them
+  // (CSS lets a piece break elsewhere only when it is wider than its line); a table's
+  // column headed 「コード」 gets the class attnlab-code-column (a minimum width).
+  var CODE_BREAK = /[_\[,:](?=[^\s])/g;
+
+  function breakCode(code) {
+    var texts = [];
+    var walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (var t = walker.nextNode(); t; t = walker.nextNode()) texts.push(t);
+    texts.forEach(function (t) {
+      CODE_BREAK.lastIndex = 0;
+      if (!CODE_BREAK.test(t.data)) return;
+      CODE_BREAK.lastIndex = 0;
+      var parts = [], last = 0, m;
+      while ((m = CODE_BREAK.exec(t.data)) !== null) {
+        parts.push(t.data.slice(last, m.index + 1));
+        last = m.index + 1;
+      }
+      parts.push(t.data.slice(last));
+      var box = document.createDocumentFragment();
+      parts.forEach(function (part, i) {
+        box.appendChild(document.createTextNode(part));
+        if (i < parts.length - 1) box.appendChild(document.createElement("wbr"));
+      });
+      t.parentNode.replaceChild(box, t);
+    });
+  }
+
+  function codeColumns(table) {
+    var head = table.querySelector("thead tr");
+    if (!head) return;
+    [].forEach.call(head.children, function (th, j) {
+      if (th.textContent.trim() !== "コード") return;
+      table.querySelectorAll("tr").forEach(function (row) {
+        if (row.children[j]) row.children[j].classList.add("attnlab-code-column");
+      });
+    });
+  }
+
   function start() {
+    document.querySelectorAll("#main-content :not(pre) > code").forEach(breakCode);
+    document.querySelectorAll("#main-content table").forEach(codeColumns);
     document.querySelectorAll("#main-content span.math").forEach(glue);
     document.querySelectorAll("#main-content td, #main-content th").forEach(keepUnits);
     keepNumbers(document.body);

@@ -23,7 +23,9 @@ error; the rest are the book's design (issues 36, 47 and 48).
 5. An exercise's box names it as the student edition and the notebooks' headings do: the
    number and the label, ``練習 6（ex03-split-heads）`` (issue 47). A post-transform after
    sphinx-exercise's titles adds ``（label）`` to the title of a numbered exercise that has
-   no title of its own.
+   no title of its own. A solution's title names the exercise the same way, as plain text
+   (``練習 6（ex03-split-heads）の解答``): sphinx-exercise's link to the exercise sat
+   inside the fold's button (issue 48, m3).
 6. The solutions show the code a student writes without the nbgrader markers: the lines
    ``### BEGIN SOLUTION`` and ``### END SOLUTION`` of a code cell are dropped from its
    literal block when a page is read (``scripts.make_student.strip_solution_markers``).
@@ -92,6 +94,30 @@ class ExerciseLabelInTitle(SphinxPostTransform):
                     or not label or "-exercise-" in label):
                 continue  # a titled exercise, or sphinx-exercise's generated label
             title += nodes.Text(f"（{label}）")
+
+
+class SolutionTitleWithoutLink(SphinxPostTransform):
+    """``解答 練習 6`` (a link inside the fold's button: a tap on it jumped to the exercise
+    instead of opening the answer) → ``練習 6（ex03-split-heads）の解答``, plain text: the
+    exercise named as its own box names it (:class:`ExerciseLabelInTitle`), once
+    sphinx-exercise has resolved the solutions' titles (priority 21)."""
+
+    default_priority = 26
+
+    def run(self, **kwargs) -> None:
+        from sphinx_exercise.nodes import solution_node
+
+        for node in self.document.findall(solution_node):
+            title = node.children[0] if node.children else None
+            links = list(title.findall(nodes.reference)) if isinstance(title, nodes.title) else []
+            if len(links) != 1:
+                continue
+            name = links[0].astext().strip()
+            label = node.get("target_label", "")
+            if label and "-exercise-" not in label and label not in name:
+                name += f"（{label}）"
+            del title[:]
+            title += nodes.Text(f"{name}の解答")
 
 
 def strip_markers_from_code(doctree: nodes.Node) -> int:
@@ -276,6 +302,7 @@ def setup(app):
     app.connect("html-page-context", _colab_button, priority=600)
     app.add_post_transform(live_figure_captions_transform())
     app.add_post_transform(ExerciseLabelInTitle)
+    app.add_post_transform(SolutionTitleWithoutLink)
     app.connect("doctree-read", _strip_markers)
     app.add_post_transform(KeepNumbers)
     app.add_post_transform(LiveNoteAfterCaption)

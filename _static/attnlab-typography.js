@@ -107,11 +107,12 @@
   // Numbers keep their counters everywhere on the page (issue 48, M3): the build makes
   // the spaces of the text no-break (book_ext/book_fixes.py); what it does not see — the
   // navigation, the numbers Sphinx and sphinx-exercise write (図 46, 練習 25), the tables a
-  // notebook prints as HTML — gets the same rule here.
+  // notebook prints as HTML — gets the same rule here; so does a number with its
+  // tolerance (「1 ± 0.15」).
   var JA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007" +
     "\uff01-\uff5e";
   var NUMBER_SPACE = new RegExp("([0-9%％]) (?=[" + JA + "])|([第約全各図表式練習節章]) (?=[0-9])" +
-    "|([0-9]) (?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\\b)", "g");
+    "|([0-9]) (?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\\b)|([0-9]) (?=±)|(±) (?=[0-9])", "g");
 
   function keepNumbers(root) {
     var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
@@ -119,8 +120,8 @@
       if (t.parentElement.closest("pre, code, kbd, script, style, .math, mjx-container")) continue;
       NUMBER_SPACE.lastIndex = 0;
       if (NUMBER_SPACE.test(t.data)) {
-        t.data = t.data.replace(NUMBER_SPACE, function (m, a, b, c) {
-          return (a || b || c) + "\u00a0";
+        t.data = t.data.replace(NUMBER_SPACE, function (m, a, b, c, d, e) {
+          return (a || b || c || d || e) + "\u00a0";
         });
       }
     }

@@ -179,11 +179,13 @@ def figure_boxes(body: str) -> str:
 #: Japanese letters and punctuation (kana, kanji, 々, full-width forms).
 _JA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007\uff01-\uff5e"
 #: A digit, a space, a Japanese character: 「3 つ」「4 章」; a word that counts, a space, a
-#: digit: 「第 4」「約 5%」「図 1」; a digit, a space and a Latin unit: 「64 GiB」「12 ms」.
+#: digit: 「第 4」「約 5%」「図 1」; a digit, a space and a Latin unit: 「64 GiB」「12 ms」;
+#: a number and its tolerance: 「1 ± 0.15」.
 NUMBER_SPACE = re.compile(
     f"(?<=[0-9%％])[ ](?=[{_JA}])"
     f"|(?<=[第約全各図表式練習節章])[ ](?=[0-9])"
-    r"|(?<=[0-9])[ ](?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\b)")
+    r"|(?<=[0-9])[ ](?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\b)"
+    r"|(?<=[0-9])[ ](?=±)|(?<=±)[ ](?=[0-9])")
 NBSP = "\u00a0"
 SECTION_NUMBER = re.compile(r"^(\d+(?:\.\d+)*\.)\s+")
 #: Elements whose text is never touched.

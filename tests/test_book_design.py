@@ -104,6 +104,7 @@ def test_a_sized_image_keeps_its_aspect_ratio_instead_of_a_fixed_height():
     ("64 GiB と 12 ms", "64\u00a0GiB と 12\u00a0ms"),
     ("RoPE の回転", "RoPE の回転"),  # a Latin word keeps its ordinary space
     ("d = 64 で", "d = 64\u00a0で"),
+    ("比は 1 ± 0.15 に", "比は 1\u00a0±\u00a00.15\u00a0に"),  # a number with its tolerance
 ])
 def test_a_number_keeps_its_counter(text, kept):
     from book_ext.book_fixes import keep_numbers

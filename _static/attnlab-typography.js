@@ -12,6 +12,7 @@
 //    hides more, a table gets a short note under it, and a ResultTable only a little too
 //    wide loses padding instead (attnlab-table-tight). Measured again on resize and scroll.
 // 4. Inline code breaks only after _ [ , : (a <wbr> there; issue 48).
+// 5. A page title on a phone breaks between words, not inside one (issue 48, m7).
 (function () {
   "use strict";
 
@@ -166,7 +167,41 @@
     });
   }
 
+  // A title's words (issue 48, m7): on a phone an H1 breaks only at a space or at a <wbr>
+  // (CSS keep-all). One goes where a word begins: a kanji or katakana after a hiragana
+  // (a particle or an ending closes the word before it: 「なぜ｜ヘッドを｜分けるのか」), and
+  // where kanji and katakana meet (「正弦波位置｜エンコーディング」), after 「：」「、」.
+  var HIRA = /[\u3041-\u309f]/, KANA = /[\u30a0-\u30ff]/, KANJI = /[\u3400-\u9fff\u3005]/;
+
+  function wordStarts(heading) {
+    var texts = [];
+    var walker = document.createTreeWalker(heading, NodeFilter.SHOW_TEXT);
+    for (var t = walker.nextNode(); t; t = walker.nextNode()) {
+      if (!t.parentElement.closest("a.headerlink, .math, mjx-container")) texts.push(t);
+    }
+    texts.forEach(function (t) {
+      var s = t.data, parts = [], last = 0;
+      for (var i = 1; i < s.length; i++) {
+        var a = s[i - 1], b = s[i];
+        if ((HIRA.test(a) && (KANJI.test(b) || KANA.test(b))) || "：、".indexOf(a) >= 0 ||
+            (KANJI.test(a) && KANA.test(b) && b !== "ー") || (KANA.test(a) && KANJI.test(b))) {
+          parts.push(s.slice(last, i));
+          last = i;
+        }
+      }
+      if (!parts.length) return;
+      parts.push(s.slice(last));
+      var box = document.createDocumentFragment();
+      parts.forEach(function (part, i) {
+        if (i) box.appendChild(document.createElement("wbr"));
+        box.appendChild(document.createTextNode(part));
+      });
+      t.parentNode.replaceChild(box, t);
+    });
+  }
+
   function start() {
+    document.querySelectorAll("#main-content h1").forEach(wordStarts);
     document.querySelectorAll("#main-content :not(pre) > code").forEach(breakCode);
     document.querySelectorAll("#main-content table").forEach(codeColumns);
     document.querySelectorAll("#main-content span.math").forEach(glue);

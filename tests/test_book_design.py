@@ -93,6 +93,8 @@ def test_a_sized_image_keeps_its_aspect_ratio_instead_of_a_fixed_height():
     # a notebook figure opens at full size (its own file); a live figure's state does not
     assert out.startswith('<a class="attnlab-figure-open attnlab-light" href="../_images/a.png"')
     assert out.count("<a ") == 1 and out.count("</a>") == 1
+    # its words under the figure (shown on a phone only), inside the one link
+    assert '<span class="attnlab-figure-cue">図を原寸で開く</span></a>' in out
     assert figure_boxes(out) == out  # once only
 
 

@@ -723,8 +723,8 @@ def dark_colours(fig: Figure) -> Iterator[Figure]:
     Text, lines, patches and uncoloured collections change; colour-mapped images and
     collections do not (but for the map turned over, :func:`dark_colour_map`, and for
     scattered points on a dark-to-light map, which start where the map stands 3:1 from
-    the page, :data:`MARK_CONTRAST`), and neither does anything drawn over a colour-mapped image (the
-    numbers in the cells of a heatmap keep the colour chosen for their cell). The paper
+    the page, :data:`MARK_CONTRAST`), and neither does anything drawn over a colour-mapped
+    image (the numbers in the cells of a heatmap keep the colour chosen for their cell). The paper
     (figure and axes backgrounds) is transparent. Everything is restored afterwards.
 
     Not taught: the dark version of the book's figures.

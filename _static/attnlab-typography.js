@@ -11,6 +11,8 @@
 //    says so (issue 48, M2): the class attnlab-scrolls-right / -left fades the side that
 //    hides more, a table gets a short note under it, and a ResultTable only a little too
 //    wide loses padding instead (attnlab-table-tight). Measured again on resize and scroll.
+// 4. Inline code breaks only after _ [ , : (a <wbr> there; issue 48).
+// 5. A page title on a phone breaks between words, not inside one (issue 48, m7).
 (function () {
   "use strict";
 
@@ -106,11 +108,12 @@
   // Numbers keep their counters everywhere on the page (issue 48, M3): the build makes
   // the spaces of the text no-break (book_ext/book_fixes.py); what it does not see — the
   // navigation, the numbers Sphinx and sphinx-exercise write (図 46, 練習 25), the tables a
-  // notebook prints as HTML — gets the same rule here.
+  // notebook prints as HTML — gets the same rule here; so does a number with its
+  // tolerance (「1 ± 0.15」).
   var JA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007" +
     "\uff01-\uff5e";
   var NUMBER_SPACE = new RegExp("([0-9%％]) (?=[" + JA + "])|([第約全各図表式練習節章]) (?=[0-9])" +
-    "|([0-9]) (?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\\b)", "g");
+    "|([0-9]) (?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\\b)|([0-9]) (?=±)|(±) (?=[0-9])", "g");
 
   function keepNumbers(root) {
     var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
@@ -118,14 +121,89 @@
       if (t.parentElement.closest("pre, code, kbd, script, style, .math, mjx-container")) continue;
       NUMBER_SPACE.lastIndex = 0;
       if (NUMBER_SPACE.test(t.data)) {
-        t.data = t.data.replace(NUMBER_SPACE, function (m, a, b, c) {
-          return (a || b || c) + "\u00a0";
+        t.data = t.data.replace(NUMBER_SPACE, function (m, a, b, c, d, e) {
+          return (a || b || c || d || e) + "\u00a0";
         });
       }
     }
   }
 
+  // Inline code breaks only after _ [ , : (issue 48, m-new-1): a <wbr> after each of them
+  // (CSS lets a piece break elsewhere only when it is wider than its line); a table's
+  // column headed 「コード」 gets the class attnlab-code-column (a minimum width).
+  var CODE_BREAK = /[_\[,:](?=[^\s])/g;
+
+  function breakCode(code) {
+    var texts = [];
+    var walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (var t = walker.nextNode(); t; t = walker.nextNode()) texts.push(t);
+    texts.forEach(function (t) {
+      CODE_BREAK.lastIndex = 0;
+      if (!CODE_BREAK.test(t.data)) return;
+      CODE_BREAK.lastIndex = 0;
+      var parts = [], last = 0, m;
+      while ((m = CODE_BREAK.exec(t.data)) !== null) {
+        parts.push(t.data.slice(last, m.index + 1));
+        last = m.index + 1;
+      }
+      parts.push(t.data.slice(last));
+      var box = document.createDocumentFragment();
+      parts.forEach(function (part, i) {
+        box.appendChild(document.createTextNode(part));
+        if (i < parts.length - 1) box.appendChild(document.createElement("wbr"));
+      });
+      t.parentNode.replaceChild(box, t);
+    });
+  }
+
+  function codeColumns(table) {
+    var head = table.querySelector("thead tr");
+    if (!head) return;
+    [].forEach.call(head.children, function (th, j) {
+      if (th.textContent.trim() !== "コード") return;
+      table.querySelectorAll("tr").forEach(function (row) {
+        if (row.children[j]) row.children[j].classList.add("attnlab-code-column");
+      });
+    });
+  }
+
+  // A title's words (issue 48, m7): on a phone an H1 breaks only at a space or at a <wbr>
+  // (CSS keep-all). One goes where a word begins: a kanji or katakana after a hiragana
+  // (a particle or an ending closes the word before it: 「なぜ｜ヘッドを｜分けるのか」), and
+  // where kanji and katakana meet (「正弦波位置｜エンコーディング」), after 「：」「、」.
+  var HIRA = /[\u3041-\u309f]/, KANA = /[\u30a0-\u30ff]/, KANJI = /[\u3400-\u9fff\u3005]/;
+
+  function wordStarts(heading) {
+    var texts = [];
+    var walker = document.createTreeWalker(heading, NodeFilter.SHOW_TEXT);
+    for (var t = walker.nextNode(); t; t = walker.nextNode()) {
+      if (!t.parentElement.closest("a.headerlink, .math, mjx-container")) texts.push(t);
+    }
+    texts.forEach(function (t) {
+      var s = t.data, parts = [], last = 0;
+      for (var i = 1; i < s.length; i++) {
+        var a = s[i - 1], b = s[i];
+        if ((HIRA.test(a) && (KANJI.test(b) || KANA.test(b))) || "：、".indexOf(a) >= 0 ||
+            (KANJI.test(a) && KANA.test(b) && b !== "ー") || (KANA.test(a) && KANJI.test(b))) {
+          parts.push(s.slice(last, i));
+          last = i;
+        }
+      }
+      if (!parts.length) return;
+      parts.push(s.slice(last));
+      var box = document.createDocumentFragment();
+      parts.forEach(function (part, i) {
+        if (i) box.appendChild(document.createElement("wbr"));
+        box.appendChild(document.createTextNode(part));
+      });
+      t.parentNode.replaceChild(box, t);
+    });
+  }
+
   function start() {
+    document.querySelectorAll("#main-content h1").forEach(wordStarts);
+    document.querySelectorAll("#main-content :not(pre) > code").forEach(breakCode);
+    document.querySelectorAll("#main-content table").forEach(codeColumns);
     document.querySelectorAll("#main-content span.math").forEach(glue);
     document.querySelectorAll("#main-content td, #main-content th").forEach(keepUnits);
     keepNumbers(document.body);

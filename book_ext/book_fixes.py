@@ -23,7 +23,9 @@ error; the rest are the book's design (issues 36, 47 and 48).
 5. An exercise's box names it as the student edition and the notebooks' headings do: the
    number and the label, ``練習 6（ex03-split-heads）`` (issue 47). A post-transform after
    sphinx-exercise's titles adds ``（label）`` to the title of a numbered exercise that has
-   no title of its own.
+   no title of its own. A solution's title names the exercise the same way, as plain text
+   (``練習 6（ex03-split-heads）の解答``): sphinx-exercise's link to the exercise sat
+   inside the fold's button (issue 48, m3).
 6. The solutions show the code a student writes without the nbgrader markers: the lines
    ``### BEGIN SOLUTION`` and ``### END SOLUTION`` of a code cell are dropped from its
    literal block when a page is read (``scripts.make_student.strip_solution_markers``).
@@ -34,8 +36,9 @@ error; the rest are the book's design (issues 36, 47 and 48).
    a picture on its way (lazy images, the live figures' states).
 8. A figure opens at full size when tapped (issue 48, M6): every notebook figure drawn in
    the book's style is wrapped in a link to its own PNG (twice the pixels shown), with
-   the class of its page colour so that only the shown one is a tab stop. The live
-   figures' states are not (their pictures are controls' output).
+   the class of its page colour so that only the shown one is a tab stop; on a phone the
+   link also shows its words 「図を原寸で開く」 under the figure, as the live figures'
+   link does. The live figures' states are not (their pictures are controls' output).
 9. Numbers stay with their counters (issue 48, M3): in the text of a page (not code, not
    math), the space typed between a digit and a Japanese character (「3 つ」「第 4 章」
    「図 1」「約 5%」) becomes a no-break space (:func:`keep_numbers`), and a section number
@@ -94,6 +97,30 @@ class ExerciseLabelInTitle(SphinxPostTransform):
             title += nodes.Text(f"（{label}）")
 
 
+class SolutionTitleWithoutLink(SphinxPostTransform):
+    """``解答 練習 6`` (a link inside the fold's button: a tap on it jumped to the exercise
+    instead of opening the answer) → ``練習 6（ex03-split-heads）の解答``, plain text: the
+    exercise named as its own box names it (:class:`ExerciseLabelInTitle`), once
+    sphinx-exercise has resolved the solutions' titles (priority 21)."""
+
+    default_priority = 26
+
+    def run(self, **kwargs) -> None:
+        from sphinx_exercise.nodes import solution_node
+
+        for node in self.document.findall(solution_node):
+            title = node.children[0] if node.children else None
+            links = list(title.findall(nodes.reference)) if isinstance(title, nodes.title) else []
+            if len(links) != 1:
+                continue
+            name = links[0].astext().strip()
+            label = node.get("target_label", "")
+            if label and "-exercise-" not in label and label not in name:
+                name += f"（{label}）"
+            del title[:]
+            title += nodes.Text(f"{name}の解答")
+
+
 def strip_markers_from_code(doctree: nodes.Node) -> int:
     """Drop the ``### BEGIN/END SOLUTION`` lines from every literal block of ``doctree``;
     return how many blocks changed. The text and the raw source stay equal, so Sphinx
@@ -118,6 +145,9 @@ def _strip_markers(app, doctree) -> None:
 IMG_TAG = re.compile(r"<img\b[^>]*>")
 FIXED_SIZE = re.compile(r'style="width: ([0-9.]+)px; height: ([0-9.]+)px;"')
 FIGURE_LINK_CLASS = "attnlab-figure-open"
+#: The link's visible words under the figure, shown on a phone only (the CSS; issue 48,
+#: minor 2): a touch screen has no zoom-in cursor to say that the figure opens.
+FIGURE_CUE = '<span class="attnlab-figure-cue">図を原寸で開く</span>'
 
 
 def _box(tag: str) -> str:
@@ -143,7 +173,7 @@ def figure_boxes(body: str) -> str:
                 title = "図を原寸で開く" + (f"：{html.unescape(alt[1])[:60]}" if alt else "")
                 link = f"{FIGURE_LINK_CLASS} {theme}".strip()
                 tag = (f'<a class="{link}" href="{src[1]}" '
-                       f'title="{html.escape(title)}">{tag}</a>')
+                       f'title="{html.escape(title)}">{tag}{FIGURE_CUE}</a>')
         out += [body[last:match.start()], tag]
         last = match.end()
     out.append(body[last:])
@@ -153,11 +183,13 @@ def figure_boxes(body: str) -> str:
 #: Japanese letters and punctuation (kana, kanji, 々, full-width forms).
 _JA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3006\u3007\uff01-\uff5e"
 #: A digit, a space, a Japanese character: 「3 つ」「4 章」; a word that counts, a space, a
-#: digit: 「第 4」「約 5%」「図 1」; a digit, a space and a Latin unit: 「64 GiB」「12 ms」.
+#: digit: 「第 4」「約 5%」「図 1」; a digit, a space and a Latin unit: 「64 GiB」「12 ms」;
+#: a number and its tolerance: 「1 ± 0.15」.
 NUMBER_SPACE = re.compile(
     f"(?<=[0-9%％])[ ](?=[{_JA}])"
     f"|(?<=[第約全各図表式練習節章])[ ](?=[0-9])"
-    r"|(?<=[0-9])[ ](?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\b)")
+    r"|(?<=[0-9])[ ](?=(?:ms|MiB|GiB|KiB|MB|GB|KB|px)\b)"
+    r"|(?<=[0-9])[ ](?=±)|(?<=±)[ ](?=[0-9])")
 NBSP = "\u00a0"
 SECTION_NUMBER = re.compile(r"^(\d+(?:\.\d+)*\.)\s+")
 #: Elements whose text is never touched.
@@ -276,6 +308,7 @@ def setup(app):
     app.connect("html-page-context", _colab_button, priority=600)
     app.add_post_transform(live_figure_captions_transform())
     app.add_post_transform(ExerciseLabelInTitle)
+    app.add_post_transform(SolutionTitleWithoutLink)
     app.connect("doctree-read", _strip_markers)
     app.add_post_transform(KeepNumbers)
     app.add_post_transform(LiveNoteAfterCaption)

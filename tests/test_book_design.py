@@ -93,6 +93,8 @@ def test_a_sized_image_keeps_its_aspect_ratio_instead_of_a_fixed_height():
     # a notebook figure opens at full size (its own file); a live figure's state does not
     assert out.startswith('<a class="attnlab-figure-open attnlab-light" href="../_images/a.png"')
     assert out.count("<a ") == 1 and out.count("</a>") == 1
+    # its words under the figure (shown on a phone only), inside the one link
+    assert '<span class="attnlab-figure-cue">図を原寸で開く</span></a>' in out
     assert figure_boxes(out) == out  # once only
 
 
@@ -104,6 +106,7 @@ def test_a_sized_image_keeps_its_aspect_ratio_instead_of_a_fixed_height():
     ("64 GiB と 12 ms", "64\u00a0GiB と 12\u00a0ms"),
     ("RoPE の回転", "RoPE の回転"),  # a Latin word keeps its ordinary space
     ("d = 64 で", "d = 64\u00a0で"),
+    ("比は 1 ± 0.15 に", "比は 1\u00a0±\u00a00.15\u00a0に"),  # a number with its tolerance
 ])
 def test_a_number_keeps_its_counter(text, kept):
     from book_ext.book_fixes import keep_numbers
@@ -134,3 +137,26 @@ def test_the_build_keeps_numbers_in_text_but_not_in_code_or_math_and_sets_sectio
     assert title[1].astext() == "5\u00a0種類のモデルを 3\u00a0つのシードで"
     assert paragraph[0].astext() == "第\u00a04\u00a0章 "
     assert paragraph[1].astext() == "x = 3 つ" and paragraph[2].astext() == "3 つ"
+
+
+def test_a_solutions_title_names_its_exercise_in_plain_text():
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+    from sphinx_exercise.nodes import solution_node
+
+    from book_ext.book_fixes import SolutionTitleWithoutLink
+
+    document = new_document("test", get_default_settings(Parser))
+    solution = solution_node(target_label="ex03-split-heads")
+    link = nodes.reference("", "", nodes.Text(" 練習 6"), refid="ex03-split-heads")
+    solution += nodes.title("", "", nodes.Text("解答"), link)
+    solution += nodes.paragraph("", "答え")
+    document += solution
+    SolutionTitleWithoutLink(document).run()
+    title = solution[0]
+    assert title.astext() == "練習 6（ex03-split-heads）の解答"
+    assert not list(title.findall(nodes.reference))  # no link inside the fold's button
+    SolutionTitleWithoutLink(document).run()
+    assert solution[0].astext() == "練習 6（ex03-split-heads）の解答"  # once only

@@ -302,6 +302,23 @@ def test_the_dark_version_turns_over_maps_that_are_light_at_the_low_end_or_the_m
     assert mcolors.to_hex(dark_colour_map(masked).get_bad()) == DARK_BAD
 
 
+def test_scattered_points_on_a_dark_to_light_map_stand_out_from_the_dark_page():
+    # issue 48, m15: viridis' dark end (#440154) vanished into the page; a heatmap keeps it
+    fig, (ax_points, ax_cells) = plt.subplots(1, 2)
+    points = ax_points.scatter([0, 1, 2], [0, 1, 2], c=[0.0, 5.0, 10.0], cmap="viridis")
+    bar = fig.colorbar(points, ax=ax_points)
+    cells = ax_cells.imshow(np.arange(4.0).reshape(2, 2), cmap="viridis")
+    with dark_colours(fig):
+        first = points.get_cmap()(0.0)
+        assert contrast_ratio(first[:3], DARK_PAGE) >= 3
+        assert contrast_ratio(plt.get_cmap("viridis")(0.0)[:3], DARK_PAGE) < 1.5
+        assert points.get_cmap()(1.0) == plt.get_cmap("viridis")(1.0)  # the light end kept
+        assert bar.cmap is points.get_cmap()  # the colour bar shows the same colours
+        assert cells.get_cmap().name == "viridis"
+    assert points.get_cmap().name == "viridis"  # the light version as it was
+    plt.close(fig)
+
+
 def test_the_dark_version_gives_numbers_on_a_turned_map_the_ink_of_their_new_cell():
     use_book_style()
     fig, ax = plt.subplots()

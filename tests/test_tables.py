@@ -5,7 +5,7 @@ import html.parser
 import numpy as np
 import pytest
 
-from attnlab.tables import ResultTable, text_width
+from attnlab.tables import ResultTable, math_html, text_width
 
 
 def test_text_width_counts_a_japanese_character_as_two_columns():
@@ -132,3 +132,35 @@ def test_numpy_integers_are_integers_and_row_headers_can_be_asked_for():
     assert '<th scope="row"' in table._repr_html_()
     assert '<th scope="row"' not in ResultTable(["方法"], [["RoPE"]],
                                                 row_headers=False)._repr_html_()
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("d_k", "<i>d</i><sub><i>k</i></sub>"),
+    ("h_kv", "<i>h</i><sub><i>kv</i></sub>"),
+    ("d_model = 512", "<i>d</i><sub>model</sub> = 512"),  # a word upright
+    ("√d_k で割る", "√<i>d</i><sub><i>k</i></sub> で割る"),
+    ("θ_i（底 10000）", "<i>θ</i><sub><i>i</i></sub>（底 10000）"),
+    ("γ̃_0", "<i>γ̃</i><sub>0</sub>"),
+    ("スコア QK^T/√d_k", "スコア <i>QK</i><sup>⊤</sup>/√<i>d</i><sub><i>k</i></sub>"),
+    ("Var[q·k/√d_k]", "Var[<i>q</i>·<i>k</i>/√<i>d</i><sub><i>k</i></sub>]"),
+    ("出力 Concat·W_O", "出力 Concat·<i>W</i><sub><i>O</i></sub>"),
+])
+def test_math_html_sets_plain_text_symbols_as_math(text, shown):
+    assert math_html(text) == shown
+
+
+def test_math_html_leaves_names_and_escapes_the_rest():
+    assert math_html("raw_scores と n_heads") == "raw_scores と n_heads"  # code names
+    assert math_html("a < b & c") == "a &lt; b &amp; c"
+    with pytest.raises(ValueError, match="text"):
+        math_html(3)
+
+
+def test_html_sets_symbols_as_math_and_text_keeps_them_plain():
+    table = ResultTable(["d_k", "h", "Var[q·k/√d_k]"], [["4", "2", "1.00"]],
+                        title="√d_k で割る", note="θ_i は角度")
+    page = table._repr_html_()
+    assert "d_k" not in page and "θ_i" not in page  # no underscore reaches the page
+    assert '<p class="attnlab-table-title">√<i>d</i><sub><i>k</i></sub> で割る</p>' in page
+    assert ">" + "<i>h</i></th>" in page  # a one-letter header is a variable
+    assert str(table).splitlines()[:2] == ["√d_k で割る", "d_k  h  Var[q·k/√d_k]"]

@@ -43,7 +43,7 @@ import numpy as np
 from cycler import cycler
 from matplotlib import colors as mcolors
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import Collection, QuadMesh
+from matplotlib.collections import Collection, PathCollection, QuadMesh
 from matplotlib.colorbar import Colorbar
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
@@ -646,6 +646,23 @@ def dark_colour_map(cmap) -> mcolors.Colormap:
     return _DARK_MAPS[key][1]
 
 
+#: Contrast with the dark page that a coloured mark needs (WCAG's 3:1 for graphics).
+MARK_CONTRAST = 3.0
+
+
+def _marks_map(cmap: mcolors.Colormap) -> mcolors.Colormap:
+    """A map kept for the dark page (dark to light: viridis) as scattered marks draw it:
+    it starts where its colour stands 3:1 from the page (viridis' #440154 vanishes into
+    #121212: a trajectory's first points were lost, issue 48). A filled map (a heatmap)
+    keeps its dark end: there "less" may look like the page."""
+    samples = cmap(np.linspace(0, 1, 256))  # (256, 4)
+    visible = [contrast_ratio(c[:3], DARK_PAGE) >= MARK_CONTRAST for c in samples]
+    start = visible.index(True) if any(visible) else 0
+    if start == 0:
+        return cmap
+    return mcolors.ListedColormap(samples[start:], name=f"{cmap.name}_marks_dark")
+
+
 #: Colour maps already turned: (the map, its dark version) by the map's id.
 _DARK_MAPS: dict[int, tuple[mcolors.Colormap, mcolors.Colormap]] = {}
 
@@ -704,8 +721,10 @@ def dark_colours(fig: Figure) -> Iterator[Figure]:
     """Within the block, ``fig`` has its dark-page colours (:func:`dark_equivalent`).
 
     Text, lines, patches and uncoloured collections change; colour-mapped images and
-    collections do not, and neither does anything drawn over a colour-mapped image (the
-    numbers in the cells of a heatmap keep the colour chosen for their cell). The paper
+    collections do not (but for the map turned over, :func:`dark_colour_map`, and for
+    scattered points on a dark-to-light map, which start where the map stands 3:1 from
+    the page, :data:`MARK_CONTRAST`), and neither does anything drawn over a colour-mapped
+    image (the numbers in the cells of a heatmap keep the colour chosen for their cell). The paper
     (figure and axes backgrounds) is transparent. Everything is restored afterwards.
 
     Not taught: the dark version of the book's figures.
@@ -733,6 +752,9 @@ def dark_colours(fig: Figure) -> Iterator[Figure]:
                     artist.get_cmap():
                 change(artist, "get_cmap", "set_cmap", dark)
                 turned.add(id(artist))
+            elif mapped and isinstance(artist, PathCollection) and \
+                    (marks := _marks_map(artist.get_cmap())) is not artist.get_cmap():
+                change(artist, "get_cmap", "set_cmap", marks)  # its colour bar follows
         for artist in fig.findobj():
             if artist in paper or isinstance(artist, AxesImage | Figure):
                 continue

@@ -6,7 +6,10 @@ header can never line up with the numbers under it. :class:`ResultTable` is show
 
 - as HTML (``_repr_html_``): a title, a ``<table>`` with column headers, the first
   column as row headers when it holds names, numbers right-aligned in tabular figures
-  (``_static/attnlab-typography.css``), and a note under it;
+  (``_static/attnlab-typography.css``), and a note under it; the symbols the chapter
+  writes as plain text (``d_k``, ``√d_model``, ``QK^T``, ``θ_i``) are set as math in
+  HTML (:func:`math_html`: ``<i>d</i><sub><i>k</i></sub>``), which the book, JupyterLab
+  and Colab show alike without MathJax;
 - as text (``__str__`` and ``text/plain``, what a terminal, ``print`` and the tests see):
   the same rows with the columns padded by their width on screen (a Japanese character is
   two columns wide in a fixed-width font).
@@ -31,7 +34,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["ResultTable", "text_width"]
+__all__ = ["ResultTable", "math_html", "text_width"]
 
 #: A cell that reads as a number (right-aligned): it starts with a digit, a sign, or a
 #: mark that stands for a missing number (× — –).
@@ -48,6 +51,78 @@ def text_width(text: str) -> int:
                2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
+#: A symbol written as plain text: (√)(a letter, maybe with a combining mark)_(subscript),
+#: as scripts/plain_math.py finds them in Markdown; not inside a name (``raw_scores``).
+_SYMBOL = re.compile(r"(?<![\w/.\-])(√)?([A-Za-zα-ωΑ-Ω][\u0300-\u036f]?)_"
+                     r"(\{[^}\s]+\}|[A-Za-z0-9]+)(?![\w/])")
+#: A transpose written as plain text: QK^T, K^T.
+_TRANSPOSE = re.compile(r"(?<![\w/.\-])([A-Z]+)\^T(?!\w)")
+#: A one-letter vector in a product written as plain text: the q and k of Var[q·k].
+_PRODUCT_LETTER = re.compile(r"(?<=[\[·])([a-z])(?=[·/\]])")
+#: A column header that is one letter: a variable (h, L).
+_LETTER = re.compile(r"[A-Za-z]")
+#: Subscripts that are words, set upright (STYLE.md: d_\text{model}).
+_WORDS = {"model", "head", "max", "min", "ff", "base", "train", "eval"}
+
+
+def _letters_html(letters: str) -> str:
+    """A base letter or a subscript: italic, as math sets a variable; a word or a number
+    upright."""
+    if letters in _WORDS or letters.isdigit():
+        return letters
+    return f"<i>{letters}</i>"
+
+
+def math_html(text: str) -> str:
+    """``text`` as HTML, its plain-text symbols set as math (issue 48, M4).
+
+    ``d_k`` → ``<i>d</i><sub><i>k</i></sub>``, ``d_model`` → ``<i>d</i><sub>model</sub>``
+    (a word upright), ``√d_k`` → ``√<i>d</i><sub><i>k</i></sub>``, ``γ̃_0`` →
+    ``<i>γ̃</i><sub>0</sub>``, ``QK^T`` → ``<i>QK</i><sup>⊤</sup>``, the vectors of
+    ``Var[q·k]`` in italic; everything else is escaped as it is. A name is left alone:
+    an underscore inside a word (``raw_scores``) or a subscript of 3 letters or more
+    that is not a word of notation (``n_heads``).
+
+    Parameters
+    ----------
+    text : str
+        A title, a header or a cell as the chapter writes it (the text repr keeps it so).
+
+    Returns
+    -------
+    str
+        HTML, safe to put between tags.
+
+    Not taught: how a result is displayed.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text は文字列にしてください: {text!r}（{type(text).__name__}）")
+    def plain(part: str) -> str:
+        return _PRODUCT_LETTER.sub(r"<i>\1</i>", html.escape(part))
+
+    out, last = [], 0
+    spans = sorted([*_SYMBOL.finditer(text), *_TRANSPOSE.finditer(text)],
+                   key=lambda m: m.start())
+    for match in spans:
+        if match.start() < last:  # overlaps the symbol before it
+            continue
+        out.append(plain(text[last:match.start()]))
+        if match.re is _TRANSPOSE:
+            out.append(f"<i>{html.escape(match[1])}</i><sup>⊤</sup>")
+        else:
+            root, base, sub = match.groups()
+            sub = sub[1:-1] if sub.startswith("{") else sub
+            if not (len(sub) <= 2 or sub.isdigit() or sub in _WORDS):  # a name: n_heads
+                out.append(plain(match[0]))
+                last = match.end()
+                continue
+            out.append(f"{root or ''}<i>{html.escape(base)}</i>"
+                       f"<sub>{_letters_html(html.escape(sub))}</sub>")
+        last = match.end()
+    out.append(plain(text[last:]))
+    return "".join(out)
+
+
 def _pad(text: str, width: int, right: bool) -> str:
     gap = " " * (width - text_width(text))
     return gap + text if right else text + gap
@@ -55,7 +130,7 @@ def _pad(text: str, width: int, right: bool) -> str:
 
 def _lines_html(text: str) -> str:
     """A title or a note of several lines (``\\n``) as HTML."""
-    return "<br>".join(html.escape(line) for line in text.split("\n"))
+    return "<br>".join(math_html(line) for line in text.split("\n"))
 
 
 def _cell_text(value, where: str) -> str:
@@ -139,8 +214,11 @@ class ResultTable:
                          ' font-variant-numeric: tabular-nums; white-space: nowrap"')
             else:
                 style = ' style="text-align: left"'
+            # a header that is one letter is a variable (h, L): italic, as in the prose
+            shown = f"<i>{text}</i>" if scope == "col" and _LETTER.fullmatch(text) \
+                else math_html(text)
             scope = f' scope="{scope}"' if scope else ""
-            return f"<{tag}{scope}{style}>{html.escape(text)}</{tag}>"
+            return f"<{tag}{scope}{style}>{shown}</{tag}>"
 
         # the title above the table, as wide as the column (a caption would be only as
         # wide as the table: a narrow table folded its title onto many lines)

@@ -33,10 +33,12 @@ from attnlab.widgets.core import (
 )
 
 #: What each stage's shape means, in the symbols of the text (same order as mha_stages).
-_SYMBOLS = ("(T, d_model)", "(T, d_model) ×3", "(h, T, d_k) ×3", "(h, T, T)", "(h, T, d_k)",
-            "(T, d_model)", "(T, d_model)")
-_NAMES = ("入力 X", "射影 XW_Q, XW_K, XW_V", "ヘッドに分割", r"スコア $QK^\top/\sqrt{d_k}$",
-          "各ヘッドの出力", "結合 Concat", "出力 Concat·W_O")
+#: The symbols in mathtext, as the prose typesets them (issue 48, M4).
+_MODEL = r"$(T, d_\mathrm{model})$"
+_SYMBOLS = (_MODEL, _MODEL + " ×3", "$(h, T, d_k)$ ×3", "$(h, T, T)$", "$(h, T, d_k)$",
+            _MODEL, _MODEL)
+_NAMES = ("入力 $X$", "射影 $XW_Q, XW_K, XW_V$", "ヘッドに分割", r"スコア $QK^\top/\sqrt{d_k}$",
+          "各ヘッドの出力", "結合 Concat", r"出力 $\mathrm{Concat} \cdot W_O$")
 _FLOP_RANGE = (1e5, 3e10)  # every state's FLOPs fit, with room for the labels
 
 
@@ -99,7 +101,7 @@ def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
                             vmin=0, vmax=1, aspect="auto", extent=(0, 1, 0, 1),
                             interpolation="nearest")
     ax_strip.set(xticks=[], yticks=[])
-    fig.text(0.12, 0.825, "W_Q の列を\nh 個に分ける", ha="right", va="center",
+    fig.text(0.12, 0.825, "$W_Q$ の列を\n$h$ 個に分ける", ha="right", va="center",
              fontsize=SMALL_FONT_SIZE)
 
     rows = np.arange(len(_NAMES))
@@ -120,16 +122,16 @@ def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
     labels = [ax_bar.text(0, y, "", va="center", fontsize=SMALL_FONT_SIZE) for y in rows]
     ax_bar.set(xscale="log", xlim=_FLOP_RANGE, ylim=(len(_NAMES) - 0.5, -0.5), yticks=[])
     ax_bar.set_xticks([1e6, 1e8, 1e10], ["$10^6$", "$10^8$", "$10^{10}$"])
-    ax_bar.set_xlabel(f"行列積の FLOPs（T = {SHAPE_SEQ_LEN}）", fontsize=SMALL_FONT_SIZE)
+    ax_bar.set_xlabel(f"行列積の FLOPs（$T$ = {SHAPE_SEQ_LEN}）", fontsize=SMALL_FONT_SIZE)
     ax_bar.tick_params(labelsize=SMALL_FONT_SIZE)
 
     # the numbers below the table: a fixed label, then the value of the state
     values = {}
     for key, x, y, label, note in (
-            ("params", 0.01, 0.09, "パラメータ 4·d_model²", "h によらない"),
-            ("flops", 0.01, 0.03, "行列積の FLOPs の合計", "h によらない"),
-            ("rows", 0.52, 0.09, "softmax の行 h·T", "h に比例"),
-            ("scores", 0.52, 0.03, "スコアの個数 h·T²", "h に比例")):
+            ("params", 0.01, 0.09, r"パラメータ $4 \cdot d_\mathrm{model}^2$", "$h$ によらない"),
+            ("flops", 0.01, 0.03, "行列積の FLOPs の合計", "$h$ によらない"),
+            ("rows", 0.52, 0.09, r"softmax の行 $h \cdot T$", "$h$ に比例"),
+            ("scores", 0.52, 0.03, r"スコアの個数 $h \cdot T^2$", "$h$ に比例")):
         fig.text(x, y, label, fontsize=SMALL_FONT_SIZE)
         values[key] = fig.text(x + 0.32, y, "", fontsize=SMALL_FONT_SIZE, ha="right")
         fig.text(x + 0.325, y, f"（{note}）", fontsize=SMALL_FONT_SIZE, color=GREY)
@@ -143,8 +145,8 @@ def shape_explorer_plot() -> tuple[Figure, Callable[..., list]]:
 
     def update(d_model: int = 512, n_heads: int = 8) -> list:
         result = mha_stages(d_model, n_heads)
-        heading.set_text(f"d_model = {d_model},  h = {n_heads}  →  "
-                         f"d_k = d_model / h = {result.d_head}")
+        heading.set_text(rf"$d_\mathrm{{model}}$ = {d_model},  $h$ = {n_heads}  →  "
+                         rf"$d_k = d_\mathrm{{model}} / h$ = {result.d_head}")
         strip.set_data((np.arange(n_heads) % 2)[None, :])  # (1, H)
         shapes.set_text("\n".join(str(stage.shape) for stage in result.stages))
         for stage, bar, label in zip(result.stages, bars, labels, strict=True):

@@ -144,7 +144,7 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
     ticks = [ax_bar.text(0, -0.03, "", ha="center", va="top", fontsize=SMALL_FONT_SIZE)
              for _ in range(slots)]  # h_kv, the cache size and the published mark
     ax_bar.set(xlim=(-0.6, slots - 0.4), ylim=(0, 1.1), xticks=[], yticks=[])
-    ax_bar.set_xlabel("K/V ヘッド数 h_kv とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=52)
+    ax_bar.set_xlabel("K/V ヘッド数 $h_{kv}$ とキャッシュ（左端 = MHA、右端 = MQA）", labelpad=52)
     heading = ax_bar.set_title(" ")
     set_ylabel_horizontal(ax_bar, "KV キャッシュ（対数目盛）")
     ax_text.axis("off")
@@ -188,11 +188,11 @@ def kv_cache_plot() -> tuple[Figure, Callable[..., list]]:
                       f"{min(seq_len, config.sliding_window)} トークン"
                       f"（窓なしなら {format_bytes(unwindowed)}）")
         texts = [
-            f"選択：「{kv}」→ h_kv = {n_kv}（{kind}）、1 つの K/V ヘッドを"
+            f"選択：「{kv}」→ $h_{{kv}}$ = {n_kv}（{kind}）、1 つの K/V ヘッドを"
             f"{config.n_heads // n_kv} 個のクエリヘッドが共有",
-            f"層 {config.n_layers}、クエリヘッド h = {config.n_heads}、"
-            f"d_k = {config.d_head}",
-            f"W_K と W_V のパラメータ（全層）：{cost.kv_params:,}",
+            f"層 {config.n_layers}、クエリヘッド $h$ = {config.n_heads}、"
+            f"$d_k$ = {config.d_head}",
+            f"$W_K$ と $W_V$ のパラメータ（全層）：{cost.kv_params:,}",
             f"KV キャッシュ / トークン：{format_bytes(cost.bytes_per_token)}"
             f"（MHA の 1/{config.n_heads // n_kv}）",
             window,

@@ -1,9 +1,9 @@
-"""Chapter 11: the whole book on one page, computed by the chapters' own functions.
+"""Chapter 12: the whole book on one page, computed by the chapters' own functions.
 
 Each ``chNN_…`` function measures the one result chapter NN asserts, by calling that
 chapter's experiment functions with that chapter's settings, imported from its module
 (the ``CHNN_…`` constants below name them after the chapter; none is retyped). Nothing is
-retyped from a chapter's output either: ``tests/test_summary.py`` compares what chapter 11
+retyped from a chapter's output either: ``tests/test_summary.py`` compares what chapter 12
 prints with what every chapter's committed notebook prints, so the two cannot drift apart.
 
 :func:`length_study` repeats chapter 10's study for its first seed only (the same runs
@@ -117,7 +117,7 @@ class Headline(NamedTuple):
 def ch01_saturation() -> Headline:
     """Chapter 01: the mean largest softmax weight at the widest d_k, unscaled and scaled.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     d_k = max(SHARPNESS_D_K)
     raw = float(sharpness_samples(d_k, False, CH01_N_KEYS)[1].mean())
@@ -130,7 +130,7 @@ def ch01_saturation() -> Headline:
 def ch02_arrival(rng: np.random.Generator) -> Headline:
     """Chapter 02: how much of each of two targets reaches the output, 1 head vs 2 heads.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = generator(rng)
     T, D, c = CH02_TOKENS, CH02_D_MODEL, CH02_SCORE
@@ -153,7 +153,7 @@ def ch02_arrival(rng: np.random.Generator) -> Headline:
 def ch03_costs() -> Headline:
     """Chapter 03: parameters and matrix-product FLOPs of MHA for every head count.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     costs = [mha_cost(CH03_D_MODEL, h, SHAPE_SEQ_LEN) for h in SHAPE_N_HEADS]
     params = {c.params["total"] for c in costs}
@@ -170,7 +170,7 @@ def ch03_costs() -> Headline:
 def ch04_kv_cache() -> Headline:
     """Chapter 04: the KV cache of a published GQA model, and of the same model as MHA.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     preset = PRESETS[CH04_MODEL]
     gqa = kv_cost(preset, preset.n_kv_heads, CH04_CONTEXT).total_bytes
@@ -187,7 +187,7 @@ def ch05_no_order(rng: np.random.Generator) -> Headline:
     ``rng`` draws the input and the projections of the equivariance check; the training
     runs use the chapter's seeds.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = generator(rng)
     T, D, H = 5, 8, 2
@@ -214,7 +214,7 @@ def ch05_no_order(rng: np.random.Generator) -> Headline:
 def ch06_toeplitz() -> Headline:
     """Chapter 06: PE(pos)·PE(pos′) is one number per offset pos − pos′.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     pe = sinusoidal_encoding(CH06_LENGTH, CH06_D_MODEL)  # (T, D)
     gram = pe @ pe.T  # (T, T)
@@ -230,7 +230,7 @@ def ch06_toeplitz() -> Headline:
 def ch07_unused_rows() -> Headline:
     """Chapter 07: rows of a learned table that training never used, and what they give.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = np.random.default_rng(CH07_SEED)
     runs = [train_learned(run_rng) for run_rng in rng.spawn(CH07_RUNS)]
@@ -248,7 +248,7 @@ def ch07_unused_rows() -> Headline:
 def ch08_relative(rng: np.random.Generator) -> Headline:
     """Chapter 08: after RoPE, q_m·k_n is unchanged when m and n move together.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = generator(rng)
     q, k = rng.normal(size=(2, 1, CH08_D_HEAD))  # (1, Dh) each
@@ -266,7 +266,7 @@ def ch08_relative(rng: np.random.Generator) -> Headline:
 def ch09_unseen_pairs() -> Headline:
     """Chapter 09: RoPE pairs that reach angles training never saw, extrapolated and PI.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     plain = {s: int(angle_coverage("外挿", s).unseen.sum()) for s in CH09_SCALES}
     pi = {s: int(angle_coverage("PI", s).unseen.sum()) for s in CH09_SCALES}
@@ -293,7 +293,7 @@ def length_study(seeds=CH10_SEEDS) -> LengthStudy:
     :func:`train_study`), and the batches drawn from
     ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)`` (:func:`evaluate_study`).
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     start = time.perf_counter()
     task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
@@ -306,7 +306,7 @@ def length_study(seeds=CH10_SEEDS) -> LengthStudy:
 def ch10_length(study: LengthStudy) -> Headline:
     """Chapter 10: accuracy at 4L of the methods the chapter's reading turns on.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     methods = ("RoPE 外挿", "RoPE+PI", "RoPE+YaRN", "ALiBi")
     at_4l = {m: float(study.accuracy[m][:, 2].mean()) for m in methods}
@@ -327,7 +327,7 @@ def finetune_4l(study: LengthStudy) -> dict[str, np.ndarray]:
         ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape (seeds, len(FINETUNE_MARKS)),
         the marks of chapter 10's fine-tune at 4L.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
     return finetune_comparison(study.runs, task, 4)
@@ -363,7 +363,7 @@ def first_layer_weights(params: dict, config: ModelConfig, tokens: np.ndarray,
     np.ndarray
         Shape (B, H, T, T).
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     positions = np.asarray(positions)
     T = tokens.shape[1]
@@ -394,7 +394,7 @@ def shift_difference(params: dict, config: ModelConfig, tokens: np.ndarray,
 
     0 (to rounding) when the scores depend on the positions only through m − n.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     T = tokens.shape[1]
     here = first_layer_weights(params, config, tokens, np.arange(T))
@@ -405,7 +405,7 @@ def shift_difference(params: dict, config: ModelConfig, tokens: np.ndarray,
 def runs_past(config: ModelConfig, length: int) -> bool:
     """Whether the model accepts a sequence of ``length`` tokens at all.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     length = positive_int(length, "length")
     params = init_params(config, np.random.default_rng(0))
@@ -419,7 +419,7 @@ def runs_past(config: ModelConfig, length: int) -> bool:
 def extra_parameters(config: ModelConfig) -> int:
     """Parameters the positional scheme adds to the same model without positions.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     def count(cfg):
         return sum(int(np.prod(shape)) for shape in param_shapes(cfg).values())
@@ -451,7 +451,7 @@ def encoding_rows(study: LengthStudy, *, rng: np.random.Generator,
     moved by ``train_len`` positions, at ``4 · train_len`` settings for the RoPE methods
     (as chapter 10 evaluates them at 4L).
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = generator(rng)
     first = next(iter(study.runs.values()))

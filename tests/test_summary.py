@@ -24,6 +24,7 @@ from attnlab.experiments.summary import (
     ch04_kv_cache,
     ch06_toeplitz,
     ch09_unseen_pairs,
+    ch11_inference,
     extra_parameters,
     first_layer_weights,
     runs_past,
@@ -171,12 +172,22 @@ def pair_10(ch12, own):
     return theirs, ours
 
 
+def pair_11(ch12, own):
+    row = line(own, r"^\s*32768\s+.*$")
+    sizes = re.findall(r"[\d.]+ [KMG]?i?B", row)  # window, every token
+    per_token = [numbers(line(own, rf"^{kind}\s+[\d,]+ 個$"))[0] for kind in ("MLA", "MHA")]
+    ours = headline(ch12, 11)
+    return sizes + per_token, (re.findall(r"[\d.]+ [KMG]?i?B", ours)
+                               + numbers(ours.split("/")[-1]))
+
+
 PAIRS = {
     "01_attention_review": pair_01, "02_why_heads": pair_02,
     "03_split_and_concat": pair_03, "04_what_heads_capture": pair_04,
     "05_attention_has_no_order": pair_05, "06_sinusoidal_encoding": pair_06,
     "07_learned_positions": pair_07, "08_rope": pair_08,
     "09_context_extension": pair_09, "10_length_generalization": pair_10,
+    "11_inference_time": pair_11,
 }
 CH12 = "12_summary"
 
@@ -217,6 +228,8 @@ def _change_first_digit_after(text: str, anchor: str) -> str:
     ("10_length_generalization", r"^RoPE 外挿  .*0\.48 \(.*$", "0.46–0.50", "0.46–0.49"),
     ("10_length_generalization", r"^\s*5\s+0\.65 \(.*$", "0.62–0.67", "0.62–0.66"),
     ("10_length_generalization", r"^YaRN（論文のランプ）  .*$", "(0.25–", "(0.27–"),
+    ("11_inference_time", r"^\s*32768\s+.*$", "512 MiB", "511 MiB"),
+    ("11_inference_time", r"^MLA\s+.*$", "576", "577"),
 ])
 def test_a_changed_number_in_a_chapter_is_caught(stem, pattern, old, new):
     own = printed(stem)
@@ -226,7 +239,7 @@ def test_a_changed_number_in_a_chapter_is_caught(stem, pattern, old, new):
     assert theirs != ours
 
 
-@pytest.mark.parametrize("chapter", range(1, 11))
+@pytest.mark.parametrize("chapter", range(1, 12))
 def test_a_changed_digit_in_chapter_12_is_caught(chapter):
     ch12 = printed(CH12)
     row = line(ch12, rf"^{chapter:02d}  .*$")
@@ -244,7 +257,7 @@ def test_a_changed_digit_in_chapter_12_is_caught(chapter):
 def test_cheap_headlines_match_chapter_12s_output():
     ch12 = printed(CH12)
     for h in (ch01_saturation(), ch03_costs(), ch04_kv_cache(), ch06_toeplitz(),
-              ch09_unseen_pairs()):
+              ch09_unseen_pairs(), ch11_inference()):
         assert headline(ch12, h.chapter) == h.numbers
         assert display_width("    " + h.meaning) <= BODY_COLUMNS  # as printed
 

@@ -40,6 +40,11 @@ TIMING_CONFIG = ModelConfig(vocab_size=32, d_model=64, n_heads=4, n_layers=2, ma
                             positional="rope")
 #: The context lengths of the timing (tokens already read when one more is generated).
 TIMING_LENGTHS = (64, 128, 256, 512, 1024)
+#: The sliding-window table: the model (chapter 04's preset) and the longest length.
+WINDOW_MODEL, WINDOW_CONTEXT = "Mistral 7B v0.1", 32768
+#: DeepSeek-V2's attention (the paper's §3.1.2): 128 heads of d_k = 128, the KV latent
+#: d_c = 4 d_k = 512 and the decoupled RoPE key d_R = d_k / 2 = 64.
+DEEPSEEK_V2_MLA = {"n_heads": 128, "d_head": 128, "d_latent": 512, "d_rope": 64}
 #: The trained models of the sinks section: chapter 04's model and task, 5 seeds.
 SINK_SEEDS = (0, 1, 2, 3, 4)
 SINK_CONFIG, SINK_TASK = HEADS_CONFIG, HEADS_TASK
@@ -152,7 +157,9 @@ def step_macs(config: ModelConfig, seq_len: int, *, cached: bool) -> int:
 
     Taught in chapter 11.
     """
-    T = positive_int(seq_len, "seq_len") + 1  # the new token is read too
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int | np.integer) or seq_len < 0:
+        raise ValueError(f"seq_len は 0 以上の整数である必要があります: seq_len={seq_len!r}")
+    T = int(seq_len) + 1  # the new token is read too
     D, (H, Hkv, Dh), V = config.d_model, config.heads, config.vocab_size
     n = 1 if cached else T  # tokens run through the model
     projections = n * (2 * D * D + 2 * D * Hkv * Dh)
@@ -374,7 +381,7 @@ def cache_state(step: int, window: int, sinks: int) -> CacheState:
     each position's status and what each slot holds, written by
     :func:`attnlab.inference.cache_slots` one position at a time.
 
-    Taught in chapter 11.
+    Not taught: the state the live figure ``kv_cache_slots`` draws.
     """
     from attnlab.inference import EMPTY, cache_slots, visible
 

@@ -37,6 +37,7 @@ from attnlab.experiments.attention_review import (
     sharpness_samples,
 )
 from attnlab.experiments.context_extension import COVERAGE_SCALES, angle_coverage
+from attnlab.experiments.inference_time import DEEPSEEK_V2_MLA, WINDOW_CONTEXT, WINDOW_MODEL
 from attnlab.experiments.learned_positions import (
     LEARNED_CONFIG,
     LEARNED_RUNS,
@@ -74,6 +75,7 @@ from attnlab.experiments.why_heads import (
     heads_output,
     value_coefficients,
 )
+from attnlab.inference import cached_values_per_token
 from attnlab.model import ModelConfig, forward, init_params, layer_projections, param_shapes
 from attnlab.positional import (
     alibi_slopes,
@@ -101,6 +103,9 @@ CH07_SEED, CH07_RUNS = LEARNED_SEED, LEARNED_RUNS
 CH08_D_HEAD, CH08_SHIFTS = ROPE_EXAMPLE_D_HEAD, ROPE_SHIFTS
 #: Chapter 09: the context scales whose unseen pairs the chapter counts.
 CH09_SCALES = COVERAGE_SCALES
+#: Chapter 11: the sliding-window model and context length of its cache table, and
+#: DeepSeek-V2's attention sizes (128 heads of 128, d_c = 512, d_R = 64).
+CH11_MODEL, CH11_CONTEXT, CH11_MLA = WINDOW_MODEL, WINDOW_CONTEXT, DEEPSEEK_V2_MLA
 #: Chapter 10: the seeds of its study that this chapter repeats: only the first (0).
 CH10_SEEDS = (min(LENGTH_SEEDS),)
 
@@ -275,6 +280,26 @@ def ch09_unseen_pairs() -> Headline:
     return Headline(9, {"外挿": plain, "PI": pi, "ペアの数": n_pairs},
                     f"{plain[CH09_SCALES[0]]} / {n_pairs} → {pi[CH09_SCALES[0]]}",
                     f"見たことのない角度に出るペア（外挿 → PI、s = {scales}）")
+
+
+def ch11_inference() -> Headline:
+    """Chapter 11: the cache a sliding window keeps, and MLA's cache per token.
+
+    Mistral 7B v0.1's KV cache at :data:`CH11_CONTEXT` tokens with its window and with
+    every token kept; DeepSeek-V2's values cached per token and layer, MLA vs MHA.
+
+    Taught in chapter 12.
+    """
+    preset = PRESETS[CH11_MODEL]
+    windowed = kv_cost(preset, preset.n_kv_heads, CH11_CONTEXT).total_bytes
+    full = kv_cost(preset, preset.n_kv_heads, CH11_CONTEXT, window=False).total_bytes
+    mla = cached_values_per_token("mla", **CH11_MLA)
+    mha = cached_values_per_token("mha", n_heads=CH11_MLA["n_heads"],
+                                  d_head=CH11_MLA["d_head"])
+    return Headline(11, {"ウィンドウ": windowed, "全部": full, "MLA": mla, "MHA": mha},
+                    f"{format_bytes(windowed)} vs {format_bytes(full)} / {mla} vs {mha:,}",
+                    f"KV キャッシュ：{CH11_MODEL}（{CH11_CONTEXT:,} トークン、w vs 全部）"
+                    "/ MLA vs MHA")
 
 
 class LengthStudy(NamedTuple):

@@ -180,6 +180,10 @@ def test_the_cache_state_holds_exactly_the_visible_positions(step, window, sinks
     (lambda: cache_state(3, 0, 0), "window"),
     (lambda: influence(0, 1, 4, rng=np.random.default_rng(0)), "window"),
     (lambda: step_macs(TIMING_CONFIG, 0.5, cached=True), "seq_len"),
+    (lambda: cache_state(16, 4, 0), "step"),
+    (lambda: cache_state(3, 4, -1), "sinks"),
+    (lambda: forward_with_mask(_model("rope")[1], _model("rope")[2], _model("rope")[0],
+                               band_mask(5)), "mask"),
 ])
 def test_bad_arguments_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):

@@ -92,6 +92,9 @@ def forward_with_mask(params: dict, tokens: np.ndarray, config: ModelConfig,
     Taught in chapter 11.
     """
     T = tokens.shape[1]
+    if np.shape(mask) != (T, T):
+        raise ValueError(f"mask の形 {np.shape(mask)} が系列の長さ T={T} の ({T}, {T}) では"
+                         "ありません")
     x = params["embed"][tokens]  # (B, T, D)
     if config.positional == "sinusoidal":
         x = x + sinusoidal_encoding(T, config.d_model, dtype=config.dtype)
@@ -386,6 +389,11 @@ def cache_state(step: int, window: int, sinks: int) -> CacheState:
     from attnlab.inference import EMPTY, cache_slots, visible
 
     W = positive_int(window, "window")
+    if isinstance(sinks, bool) or not isinstance(sinks, int | np.integer) or sinks < 0:
+        raise ValueError(f"sinks は 0 以上の整数である必要があります: sinks={sinks!r}")
+    if isinstance(step, bool) or not isinstance(step, int | np.integer) or not (
+            0 <= step < CACHE_DEMO_LENGTH):
+        raise ValueError(f"step は 0 〜 {CACHE_DEMO_LENGTH - 1} の整数です: step={step!r}")
     slots = np.full(sinks + W, EMPTY)
     for p in range(step + 1):
         slots[cache_slots(np.array([p]), sinks + W, W, sinks)] = p

@@ -298,7 +298,7 @@ def ch11_inference() -> Headline:
                                   d_head=CH11_MLA["d_head"])
     return Headline(11, {"ウィンドウ": windowed, "全部": full, "MLA": mla, "MHA": mha},
                     f"{format_bytes(windowed)} vs {format_bytes(full)} / {mla} vs {mha:,}",
-                    f"KV キャッシュ：{CH11_MODEL}（{CH11_CONTEXT:,} トークン、w vs 全部）"
+                    f"KV キャッシュ：{CH11_MODEL}（{CH11_CONTEXT:,} トークン、W vs 全部）"
                     "/ MLA vs MHA")
 
 

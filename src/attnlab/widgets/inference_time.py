@@ -83,7 +83,7 @@ def kv_cache_slots_plot() -> tuple[Figure, Callable[..., list]]:
             slot.set_alpha(0.85 if held >= 0 else 1.0)
             label.set_text(str(held) if held >= 0 else "")
         kept = int(np.sum(state.slots >= 0))
-        title.set_text(f"位置 {step} まで読んだキャッシュ：w = {window}、シンク {sinks} 個、"
+        title.set_text(f"位置 {step} まで読んだキャッシュ：W = {window}、シンク {sinks} 個、"
                        f"{kept} / {sinks + window} スロット使用")
         return [*cells, *slots, *labels, title]
 
@@ -98,7 +98,7 @@ def kv_cache_slots_widget() -> InteractiveFigure:
     """
     controls = {
         "step": slider(range(CACHE_DEMO_LENGTH), 9, "位置 t"),
-        "window": toggle(CACHE_DEMO_WINDOWS, 4, "w"),
+        "window": toggle(CACHE_DEMO_WINDOWS, 4, "W"),
         "sinks": toggle(CACHE_DEMO_SINKS, 1, "シンク"),
     }
     return interactive_figure(kv_cache_slots_plot, controls,

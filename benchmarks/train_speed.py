@@ -85,6 +85,9 @@ CHAPTER_RUNS = [
      ModelConfig(vocab_size=32, d_model=64, n_heads=8, n_layers=1, max_len=64, positional="rope",
                  dtype="float64"),
      lambda rng, _b, _t: PreviousToken()(rng, 32, 32), 40),
+    # chapter 11 trains chapter 04's model five times (seeds 0-4) to measure sinks
+    ("11", "繰り返し系列, 2 層（第 4 章のモデル、シンクを測る）", ModelConfig(**CHAPTER),
+     RepeatedSequence(), 200),
 ]
 
 

@@ -17,7 +17,7 @@ SLOW_FIRST = (
     "10_length_generalization.ipynb",  # ~29 s, trains on two cores
     "02_why_heads.ipynb",  # ~27 s, trains on two cores
     "01_attention_review.ipynb",
-    "11_summary.ipynb",
+    "12_summary.ipynb",
     "test_widgets.py",  # every state of every live figure: ~170 s
     "test_grade.py",  # ~20 kernels: ~70 s
     "test_a11y.py",

@@ -246,3 +246,9 @@ def test_mla_refuses_a_latent_wider_than_the_model():
     from attnlab.inference import init_mla
     with pytest.raises(ValueError, match="d_c=40"):
         init_mla(32, 4, 8, 4, 40, 16, rng=np.random.default_rng(0))
+
+
+def test_decode_refuses_the_t5_bias_it_does_not_compute():
+    config, params, tokens = make("t5", {})
+    with pytest.raises(ValueError, match="positional='t5'"):
+        decode(params, tokens, empty_cache(config, tokens.shape[0]), config)

@@ -221,7 +221,7 @@ def test_chapter_05_uses_the_three_encodings_ahead_and_says_where_they_are_taugh
     ("Taught in chapter 08.", None),
     ("Taught in chapter 09.", "第 05 章が第 09 章より先に使っています"),
     ("Taught in chapter 10.", "第 10 章は RoPE を import していません"),
-    ("Taught in chapter 12.", "第 12 章は _toc.yml にありません"),
+    ("Taught in chapter 13.", "第 13 章は _toc.yml にありません"),
     ("Not taught: machinery.", "第 05 章が使っています"),
     ("Returns the rotation.", "'Taught in chapter NN.' か 'Not taught: …'"),
 ])

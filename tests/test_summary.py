@@ -1,5 +1,5 @@
-"""Chapter 11 shows every chapter's result: what it prints must be what each chapter's
-committed notebook prints. A chapter whose numbers change while chapter 11 stays as it
+"""Chapter 12 shows every chapter's result: what it prints must be what each chapter's
+committed notebook prints. A chapter whose numbers change while chapter 12 stays as it
 was fails here (and the other way round); the tests at the end show that a changed digit
 in either notebook is caught. Then the measuring functions of the encodings table."""
 
@@ -24,6 +24,7 @@ from attnlab.experiments.summary import (
     ch04_kv_cache,
     ch06_toeplitz,
     ch09_unseen_pairs,
+    ch11_inference,
     extra_parameters,
     first_layer_weights,
     runs_past,
@@ -63,9 +64,9 @@ def line(text: str, pattern: str) -> str:
     return found.group(0)
 
 
-def headline(ch11: str, chapter: int) -> str:
-    """The numbers chapter 11 prints for a chapter: the line ``NN  numbers``."""
-    return line(ch11, rf"^{chapter:02d}  .*$")[4:]
+def headline(ch12: str, chapter: int) -> str:
+    """The numbers chapter 12 prints for a chapter: the line ``NN  numbers``."""
+    return line(ch12, rf"^{chapter:02d}  .*$")[4:]
 
 
 def table_cells(text: str, label: str) -> list[str]:
@@ -76,13 +77,13 @@ def table_cells(text: str, label: str) -> list[str]:
 
 def finetune_rows(text: str, entry: str = CELL) -> list[tuple[str, str, str]]:
     """The rows (step, extrapolated, PI) of the table printed after the 4L fine-tune,
-    each accuracy written as ``entry`` (chapter 10: mean (min–max); chapter 11: a value)."""
+    each accuracy written as ``entry`` (chapter 10: mean (min–max); chapter 12: a value)."""
     after = text[text.index("長さ 4L での追加訓練"):]
     return re.findall(rf"^\s*(\d+)\s+({entry})\s+({entry})\s*$", after, flags=re.MULTILINE)
 
 
 def seed_values(text: str, label: str) -> list[str]:
-    """The 2L and 4L values of one seed in chapter 11's row of a method (name first)."""
+    """The 2L and 4L values of one seed in chapter 12's row of a method (name first)."""
     row = line(text, rf"^{re.escape(label)}(（[^）]*）)?\s+(.*\s)?{VALUE}\s+{VALUE}$")
     return re.findall(VALUE, row)[-2:]
 
@@ -93,76 +94,76 @@ def within(value: str, cell: str) -> bool:
     return low <= float(value) <= high
 
 
-# One function per chapter: the chapter's own printed value(s), then chapter 11's.
-def pair_01(ch11, own):
+# One function per chapter: the chapter's own printed value(s), then chapter 12's.
+def pair_01(ch12, own):
     raw = numbers(line(own, r"^\s*16  割らない .*$"))[-1]
     scaled = numbers(line(own, r"^\s*16  √d_k で割る .*$"))[-1]
-    return [raw, scaled], numbers(headline(ch11, 1))
+    return [raw, scaled], numbers(headline(ch12, 1))
 
 
-def pair_02(ch11, own):
+def pair_02(ch12, own):
     one = numbers(line(own, r"^1 ヘッド: 主語 .*$"))[-1]
     two = numbers(line(own, r"^2 ヘッド: 主語 .*$"))[-1]
-    return [one, two], numbers(headline(ch11, 2))
+    return [one, two], numbers(headline(ch12, 2))
 
 
-def pair_03(ch11, own):
+def pair_03(ch12, own):
     row = numbers(line(own, r"^\s+1\s+1024\s+[\d,]+\s+[\d,]+.*$"))  # h, d_k, params, FLOPs
-    return row[2:4], numbers(headline(ch11, 3))
+    return row[2:4], numbers(headline(ch12, 3))
 
 
-def pair_04(ch11, own):
+def pair_04(ch12, own):
     row = line(own, r"^Llama 2 70B  .*$")
     sizes = re.findall(r"[\d.]+ [KMG]?i?B", row)[-2:]  # total: GQA, MHA
-    return sizes, re.findall(r"[\d.]+ [KMG]?i?B", headline(ch11, 4))
+    return sizes, re.findall(r"[\d.]+ [KMG]?i?B", headline(ch12, 4))
 
 
-def pair_05(ch11, own):
+def pair_05(ch12, own):
     ceiling = numbers(line(own, r"^bag-of-tokens の上限.*$"))[-1]
     runs = re.findall(r"^シード \d: 位置なし ([\d.]+)、学習可能な表 ([\d.]+)", own,
                       flags=re.MULTILINE)
     blind = [float(b) for b, _ in runs]
     ordered = [float(o) for _, o in runs]
-    return blind + ordered + [ceiling], numbers(headline(ch11, 5))
+    return blind + ordered + [ceiling], numbers(headline(ch12, 5))
 
 
-def pair_06(ch11, own):
+def pair_06(ch12, own):
     return (numbers(line(own, r"^差 0, 1, 2, 5, 20 の内積: .*$").split(":")[1]),
-            numbers(headline(ch11, 6)))
+            numbers(headline(ch12, 6)))
 
 
-def pair_07(ch11, own):
+def pair_07(ch12, own):
     moved = numbers(line(own, r"^使わなかった行 .*$"))[-1]
     past = numbers(line(own, r"^位置 16〜63 の正解率.*$").split("[")[1])[:3]
-    return [moved] + past, numbers(headline(ch11, 7))[:4]
+    return [moved] + past, numbers(headline(ch12, 7))[:4]
 
 
-def pair_08(ch11, own):
+def pair_08(ch12, own):
     # the chapter asserts the property (every diagonal of q_m·k_n is constant)
-    # and chapter 11 shows the bound it asserts
+    # and chapter 12 shows the bound it asserts
     return (["どの斜めの線も一定" in own, "< 1e-9"],
-            [True, headline(ch11, 8)])
+            [True, headline(ch12, 8)])
 
 
-def pair_09(ch11, own):
+def pair_09(ch12, own):
     unseen = numbers(line(own, r"^s = 2: 見たことのない角度に出るペア \d+ 個.*$"))[1]
     turned = numbers(line(own, r"^訓練中に 1 周以上回ったペア: .*$"))
-    return [unseen, turned[-1]], numbers(headline(ch11, 9))[:2]
+    return [unseen, turned[-1]], numbers(headline(ch12, 9))[:2]
 
 
-def pair_10(ch11, own):
-    # chapter 11 repeats chapter 10's first seed with the same runs and batches: its
+def pair_10(ch12, own):
+    # chapter 12 repeats chapter 10's first seed with the same runs and batches: its
     # headline is chapter 10's line of seed 0, exactly
     theirs = numbers(line(own, r"^シード 0: [\d. /]+$").split(":")[1])
-    ours = numbers(headline(ch11, 10))
+    ours = numbers(headline(ch12, 10))
     # and every 2L and 4L value of its tables (every method, the YaRN ablations, the
     # fine-tune at 4L) lies within chapter 10's min–max over the seeds
     pairs = []
     for method in LENGTH_METHODS:
-        pairs += zip(table_cells(own, method)[1:], seed_values(ch11, method), strict=True)
+        pairs += zip(table_cells(own, method)[1:], seed_values(ch12, method), strict=True)
     for label in LENGTH_ABLATIONS:
-        pairs += zip(table_cells(own, label), seed_values(ch11, label), strict=True)
-    ten, eleven = finetune_rows(own), finetune_rows(ch11, VALUE)
+        pairs += zip(table_cells(own, label), seed_values(ch12, label), strict=True)
+    ten, eleven = finetune_rows(own), finetune_rows(ch12, VALUE)
     assert [row[0] for row in ten] == [row[0] for row in eleven] != []  # the same steps
     for row, seed_row in zip(ten, eleven, strict=True):
         pairs += zip(row[1:], seed_row[1:], strict=True)
@@ -171,25 +172,35 @@ def pair_10(ch11, own):
     return theirs, ours
 
 
+def pair_11(ch12, own):
+    row = line(own, r"^\s*32768\s+.*$")
+    sizes = re.findall(r"[\d.]+ [KMG]?i?B", row)  # window, every token
+    per_token = [numbers(line(own, rf"^{kind}\s+[\d,]+ 個$"))[0] for kind in ("MLA", "MHA")]
+    ours = headline(ch12, 11)
+    return sizes + per_token, (re.findall(r"[\d.]+ [KMG]?i?B", ours)
+                               + numbers(ours.split("/")[-1]))
+
+
 PAIRS = {
     "01_attention_review": pair_01, "02_why_heads": pair_02,
     "03_split_and_concat": pair_03, "04_what_heads_capture": pair_04,
     "05_attention_has_no_order": pair_05, "06_sinusoidal_encoding": pair_06,
     "07_learned_positions": pair_07, "08_rope": pair_08,
     "09_context_extension": pair_09, "10_length_generalization": pair_10,
+    "11_inference_time": pair_11,
 }
-CH11 = "11_summary"
+CH12 = "12_summary"
 
 
 @pytest.mark.parametrize("stem", PAIRS)
-def test_chapter_11_prints_what_the_chapter_printed(stem):
-    theirs, ours = PAIRS[stem](printed(CH11), printed(stem))
+def test_chapter_12_prints_what_the_chapter_printed(stem):
+    theirs, ours = PAIRS[stem](printed(CH12), printed(stem))
     assert theirs == ours, (
-        f"第 11 章 {ours} と {stem} {theirs} が違います: 両方を実行し直してください")
+        f"第 12 章 {ours} と {stem} {theirs} が違います: 両方を実行し直してください")
 
 
 def test_every_chapter_of_the_book_has_its_line():
-    chapters = {p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")} - {CH11}
+    chapters = {p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")} - {CH12}
     assert chapters == set(PAIRS)
 
 
@@ -211,29 +222,31 @@ def _change_first_digit_after(text: str, anchor: str) -> str:
     ("07_learned_positions", r"^位置 16〜63 .*$", "0.09 0.08 0.07", "0.09 0.07 0.07"),
     ("08_rope", r"^dots: .*$", "どの斜めの線も一定", "斜めの線が一定でない"),
     ("09_context_extension", r"^s = 2: 見たことの.*$", "16 個", "15 個"),
-    # chapter 10's line of seed 0 (chapter 11's headline), and a min–max that no longer
-    # holds chapter 11's value of seed 0: 4L, step 5 of the fine-tune at 4L, an ablation
+    # chapter 10's line of seed 0 (chapter 12's headline), and a min–max that no longer
+    # holds chapter 12's value of seed 0: 4L, step 5 of the fine-tune at 4L, an ablation
     ("10_length_generalization", r"^シード 0: [\d. /]+$", "0: 0.50", "0: 0.49"),
     ("10_length_generalization", r"^RoPE 外挿  .*0\.48 \(.*$", "0.46–0.50", "0.46–0.49"),
     ("10_length_generalization", r"^\s*5\s+0\.65 \(.*$", "0.62–0.67", "0.62–0.66"),
     ("10_length_generalization", r"^YaRN（論文のランプ）  .*$", "(0.25–", "(0.27–"),
+    ("11_inference_time", r"^\s*32768\s+.*$", "512 MiB", "511 MiB"),
+    ("11_inference_time", r"^MLA\s+.*$", "576", "577"),
 ])
 def test_a_changed_number_in_a_chapter_is_caught(stem, pattern, old, new):
     own = printed(stem)
     row = line(own, pattern)
     assert old in row
-    theirs, ours = PAIRS[stem](printed(CH11), own.replace(row, row.replace(old, new)))
+    theirs, ours = PAIRS[stem](printed(CH12), own.replace(row, row.replace(old, new)))
     assert theirs != ours
 
 
-@pytest.mark.parametrize("chapter", range(1, 11))
-def test_a_changed_digit_in_chapter_11_is_caught(chapter):
-    ch11 = printed(CH11)
-    row = line(ch11, rf"^{chapter:02d}  .*$")
+@pytest.mark.parametrize("chapter", range(1, 12))
+def test_a_changed_digit_in_chapter_12_is_caught(chapter):
+    ch12 = printed(CH12)
+    row = line(ch12, rf"^{chapter:02d}  .*$")
     if chapter == 8:
-        changed = ch11.replace(row, row.replace("1e-9", "1e-6"))
+        changed = ch12.replace(row, row.replace("1e-9", "1e-6"))
     else:
-        changed = ch11.replace(row, _change_first_digit_after(row, f"{chapter:02d}  "))
+        changed = ch12.replace(row, _change_first_digit_after(row, f"{chapter:02d}  "))
     stem = list(PAIRS)[chapter - 1]
     theirs, ours = PAIRS[stem](changed, printed(stem))
     assert theirs != ours
@@ -241,11 +254,11 @@ def test_a_changed_digit_in_chapter_11_is_caught(chapter):
 
 # --- the cheap headlines, recomputed here ---------------------------------------------------
 
-def test_cheap_headlines_match_chapter_11s_output():
-    ch11 = printed(CH11)
+def test_cheap_headlines_match_chapter_12s_output():
+    ch12 = printed(CH12)
     for h in (ch01_saturation(), ch03_costs(), ch04_kv_cache(), ch06_toeplitz(),
-              ch09_unseen_pairs()):
-        assert headline(ch11, h.chapter) == h.numbers
+              ch09_unseen_pairs(), ch11_inference()):
+        assert headline(ch12, h.chapter) == h.numbers
         assert display_width("    " + h.meaning) <= BODY_COLUMNS  # as printed
 
 
@@ -298,7 +311,7 @@ def test_first_layer_weights_rejects_positions_of_another_length():
         first_layer_weights(params, config, TOKENS, np.arange(L + 1))
 
 
-def test_chapter_11_retypes_no_chapters_setting():
+def test_chapter_12_retypes_no_chapters_setting():
     # every CHNN_ setting of summary.py is a name imported from the chapter's module (or
     # computed from one), never a number or a string typed again
     import ast

@@ -17,7 +17,7 @@ FILES = default_files()
 def test_every_page_of_the_book_is_checked():
     names = {path.relative_to(ROOT).as_posix() for path in FILES}
     assert "notebooks/01_attention_review.ipynb" in names and "book/instructor.md" in names
-    assert len([n for n in names if n.endswith(".ipynb")]) == 11, sorted(names)
+    assert len([n for n in names if n.endswith(".ipynb")]) == 12, sorted(names)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

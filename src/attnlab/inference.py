@@ -24,7 +24,7 @@ A *policy* says which slot a new position goes to:
 :func:`online_softmax_attention` computes attention block by block over the keys with a
 running maximum and sum (Milakov & Gimelshein 2018), the idea FlashAttention rests on.
 
-Not taught: the chapter on attention at inference time is still to be written.
+Taught in chapter 11.
 """
 
 import math
@@ -89,7 +89,7 @@ def empty_cache(config: ModelConfig, batch_size: int, capacity: int | None = Non
     -------
     KVCache
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     config = check_config(config)
     B = positive_int(batch_size, "batch_size")
@@ -128,7 +128,7 @@ def cache_slots(positions: np.ndarray, capacity: int, window: int | None,
     first ``sinks`` positions keep slots 0 … sinks−1, the rest roll through the W slots
     after them.
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     positions = np.asarray(positions)
     if window is None:
@@ -149,7 +149,7 @@ def visible(query_pos: np.ndarray, key_pos: np.ndarray, window: int | None,
     A key is visible when it holds a position (not ``EMPTY``), is not in the query's
     future, and is within the window (``query − key < W``) or is a sink.
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Not taught: the mask :func:`decode` builds (the chapter shows :func:`band_mask`).
     """
     q = query_pos[:, None]  # (n, 1)
     k = key_pos[None, :]  # (1, S)
@@ -252,9 +252,14 @@ def decode(params: dict, tokens: np.ndarray, cache: KVCache, config: ModelConfig
     Step
         ``logits`` (B, n, V), the new ``cache`` and each layer's attention weights.
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     config = check_config(config)
+    if config.positional == "t5":
+        raise ValueError(
+            "positional='t5' のモデルはこのキャッシュでは読めません: T5 の相対位置バイアスは"
+            "まだ decode に入っていません（none・sinusoidal・learned・rope・alibi が使えます）"
+        )
     params = model_params(params, param_shapes(config))
     tokens = model_tokens(tokens, config)
     cache = _check_cache(cache, config, tokens.shape[0])
@@ -320,7 +325,7 @@ def generate(params: dict, prompt: np.ndarray, config: ModelConfig, n_new: int, 
     np.ndarray of int
         Shape (B, T + n_new).
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Not taught: the chapter calls :func:`decode` step by step instead.
     """
     config = check_config(config)
     prompt = model_tokens(prompt, config)
@@ -343,7 +348,7 @@ def band_mask(seq_len: int, window: int | None = None, sinks: int = 0) -> np.nda
     ``band_mask(T)`` is the causal mask; with a window, query i sees keys
     ``i − W < j ≤ i`` and the sinks ``j < sinks``.
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     T = positive_int(seq_len, "seq_len")
     pos = np.arange(T)
@@ -354,7 +359,7 @@ def receptive_field(window: int, n_layers: int) -> int:
     """How far back the last layer can see through a window of W keys: n_layers·(W − 1) + 1
     positions (each layer reaches W − 1 further back through the one below).
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     window = positive_int(window, "window")
     n_layers = positive_int(n_layers, "n_layers")
@@ -385,7 +390,7 @@ def online_softmax_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=N
     np.ndarray
         (..., Tq, Dv), equal to :func:`attnlab.scaled_dot_product_attention`'s output.
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     q, k, v = (np.asarray(a, dtype=np.result_type(a, np.float32)) for a in (q, k, v))
     block_size = positive_int(block_size, "block_size")
@@ -462,7 +467,7 @@ class MLASizes(NamedTuple):
 def mla_sizes(proj: MLAProjections, n_heads: int) -> MLASizes:
     """The sizes of ``proj``, or a Japanese ValueError naming the matrix that does not fit.
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Not taught: the checks every MLA function makes of its matrices.
     """
     if not isinstance(proj, MLAProjections):
         raise ValueError(f"proj は MLAProjections(...) である必要があります: {type(proj)!r}")
@@ -492,7 +497,7 @@ def init_mla(d_model: int, n_heads: int, d_head: int, d_rope: int, d_latent: int
              d_q_latent: int, *, rng: np.random.Generator) -> MLAProjections:
     """Random MLA matrices, each N(0, 1/fan-in).
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     D, H = positive_int(d_model, "d_model"), positive_int(n_heads, "n_heads")
     Dh, Dr = positive_int(d_head, "d_head"), positive_int(d_rope, "d_rope")
@@ -552,7 +557,7 @@ def mla_attention(x: np.ndarray, proj: MLAProjections, n_heads: int, *, rope,
     cache : MLACache
         The latent and the rotated RoPE key of every token.
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     H, Dh, Dr, d_c, _ = mla_sizes(proj, n_heads)
     B, T, _ = x.shape
@@ -605,7 +610,7 @@ def mla_absorbed_scores(x_q: np.ndarray, cache: MLACache, proj: MLAProjections, 
     np.ndarray
         (B, H, n, S): the scores before the mask, equal to :func:`mla_attention`'s.
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     H, Dh, Dr, d_c, d_cq = mla_sizes(proj, n_heads)
     w_uq = proj.w_uq.reshape(d_cq, H, Dh)  # (d_cq, H, Dh)
@@ -627,7 +632,7 @@ def cached_values_per_token(kind: str, *, n_heads: int, d_head: int, n_kv_heads:
     MHA: 2·H·Dh; GQA: 2·Hkv·Dh (MQA: Hkv = 1); MLA: d_c + Dr (the latent and the
     shared RoPE key).
 
-    Not taught: the chapter on attention at inference time is still to be written.
+    Taught in chapter 11.
     """
     H, Dh = positive_int(n_heads, "n_heads"), positive_int(d_head, "d_head")
     if kind == "mha":

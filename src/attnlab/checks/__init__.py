@@ -26,6 +26,7 @@ from attnlab.checks.core import (
     raised_message,
     returned_array,
 )
+from attnlab.checks.inference_time import check_cache_step, check_merge_blocks
 from attnlab.checks.learned_positions import check_position_lookup
 from attnlab.checks.length_generalization import check_alibi_bias
 from attnlab.checks.rope import check_half_layout, check_rope_half
@@ -57,6 +58,8 @@ CHECKS: dict[str, Callable[[Callable], bool]] = {
         check_ntk_scaled_base,
         check_yarn_inv_freq,
         check_alibi_bias,  # 10
+        check_cache_step,  # 11
+        check_merge_blocks,
     )
 }
 
@@ -70,11 +73,13 @@ __all__ = [
     "check_add_positional_encoding",
     "check_alibi_bias",
     "check_attention",
+    "check_cache_step",
     "check_grouped_query_attention",
     "check_half_layout",
     "check_heads_output",
     "check_interpolate_positions",
     "check_max_context",
+    "check_merge_blocks",
     "check_multi_head_attention",
     "check_ntk_scaled_base",
     "check_order_blind_ceiling",

@@ -1,4 +1,4 @@
-"""Self-checks of context extension: position interpolation (chapter 11), the NTK-aware
+"""Self-checks of context extension: position interpolation (chapter 12), the NTK-aware
 base and YaRN's frequencies (chapter 09).
 
 - ``interpolate_positions(positions, train_len, target_len)`` → the positions times
@@ -106,7 +106,7 @@ def _diagnose_positions(answer: np.ndarray, positions, train_len, target_len) ->
 def check_interpolate_positions(func: Callable) -> None:
     """Check ``func(positions, train_len, target_len)`` → positions · train_len / target_len.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     for case, positions, train_len, target_len in _POSITION_CASES:
         result = call_student(func, positions.copy(), train_len, target_len)

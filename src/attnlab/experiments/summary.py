@@ -1,9 +1,9 @@
-"""Chapter 11: the whole book on one page, computed by the chapters' own functions.
+"""Chapter 12: the whole book on one page, computed by the chapters' own functions.
 
 Each ``chNN_…`` function measures the one result chapter NN asserts, by calling that
 chapter's experiment functions with that chapter's settings, imported from its module
 (the ``CHNN_…`` constants below name them after the chapter; none is retyped). Nothing is
-retyped from a chapter's output either: ``tests/test_summary.py`` compares what chapter 11
+retyped from a chapter's output either: ``tests/test_summary.py`` compares what chapter 12
 prints with what every chapter's committed notebook prints, so the two cannot drift apart.
 
 :func:`length_study` repeats chapter 10's study for its first seed only (the same runs
@@ -37,6 +37,7 @@ from attnlab.experiments.attention_review import (
     sharpness_samples,
 )
 from attnlab.experiments.context_extension import COVERAGE_SCALES, angle_coverage
+from attnlab.experiments.inference_time import DEEPSEEK_V2_MLA, WINDOW_CONTEXT, WINDOW_MODEL
 from attnlab.experiments.learned_positions import (
     LEARNED_CONFIG,
     LEARNED_RUNS,
@@ -74,6 +75,7 @@ from attnlab.experiments.why_heads import (
     heads_output,
     value_coefficients,
 )
+from attnlab.inference import cached_values_per_token
 from attnlab.model import ModelConfig, forward, init_params, layer_projections, param_shapes
 from attnlab.positional import (
     alibi_slopes,
@@ -101,6 +103,9 @@ CH07_SEED, CH07_RUNS = LEARNED_SEED, LEARNED_RUNS
 CH08_D_HEAD, CH08_SHIFTS = ROPE_EXAMPLE_D_HEAD, ROPE_SHIFTS
 #: Chapter 09: the context scales whose unseen pairs the chapter counts.
 CH09_SCALES = COVERAGE_SCALES
+#: Chapter 11: the sliding-window model and context length of its cache table, and
+#: DeepSeek-V2's attention sizes (128 heads of 128, d_c = 512, d_R = 64).
+CH11_MODEL, CH11_CONTEXT, CH11_MLA = WINDOW_MODEL, WINDOW_CONTEXT, DEEPSEEK_V2_MLA
 #: Chapter 10: the seeds of its study that this chapter repeats: only the first (0).
 CH10_SEEDS = (min(LENGTH_SEEDS),)
 
@@ -117,7 +122,7 @@ class Headline(NamedTuple):
 def ch01_saturation() -> Headline:
     """Chapter 01: the mean largest softmax weight at the widest d_k, unscaled and scaled.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     d_k = max(SHARPNESS_D_K)
     raw = float(sharpness_samples(d_k, False, CH01_N_KEYS)[1].mean())
@@ -130,7 +135,7 @@ def ch01_saturation() -> Headline:
 def ch02_arrival(rng: np.random.Generator) -> Headline:
     """Chapter 02: how much of each of two targets reaches the output, 1 head vs 2 heads.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = generator(rng)
     T, D, c = CH02_TOKENS, CH02_D_MODEL, CH02_SCORE
@@ -153,7 +158,7 @@ def ch02_arrival(rng: np.random.Generator) -> Headline:
 def ch03_costs() -> Headline:
     """Chapter 03: parameters and matrix-product FLOPs of MHA for every head count.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     costs = [mha_cost(CH03_D_MODEL, h, SHAPE_SEQ_LEN) for h in SHAPE_N_HEADS]
     params = {c.params["total"] for c in costs}
@@ -170,7 +175,7 @@ def ch03_costs() -> Headline:
 def ch04_kv_cache() -> Headline:
     """Chapter 04: the KV cache of a published GQA model, and of the same model as MHA.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     preset = PRESETS[CH04_MODEL]
     gqa = kv_cost(preset, preset.n_kv_heads, CH04_CONTEXT).total_bytes
@@ -187,7 +192,7 @@ def ch05_no_order(rng: np.random.Generator) -> Headline:
     ``rng`` draws the input and the projections of the equivariance check; the training
     runs use the chapter's seeds.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = generator(rng)
     T, D, H = 5, 8, 2
@@ -214,7 +219,7 @@ def ch05_no_order(rng: np.random.Generator) -> Headline:
 def ch06_toeplitz() -> Headline:
     """Chapter 06: PE(pos)·PE(pos′) is one number per offset pos − pos′.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     pe = sinusoidal_encoding(CH06_LENGTH, CH06_D_MODEL)  # (T, D)
     gram = pe @ pe.T  # (T, T)
@@ -230,7 +235,7 @@ def ch06_toeplitz() -> Headline:
 def ch07_unused_rows() -> Headline:
     """Chapter 07: rows of a learned table that training never used, and what they give.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = np.random.default_rng(CH07_SEED)
     runs = [train_learned(run_rng) for run_rng in rng.spawn(CH07_RUNS)]
@@ -248,7 +253,7 @@ def ch07_unused_rows() -> Headline:
 def ch08_relative(rng: np.random.Generator) -> Headline:
     """Chapter 08: after RoPE, q_m·k_n is unchanged when m and n move together.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = generator(rng)
     q, k = rng.normal(size=(2, 1, CH08_D_HEAD))  # (1, Dh) each
@@ -266,7 +271,7 @@ def ch08_relative(rng: np.random.Generator) -> Headline:
 def ch09_unseen_pairs() -> Headline:
     """Chapter 09: RoPE pairs that reach angles training never saw, extrapolated and PI.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     plain = {s: int(angle_coverage("外挿", s).unseen.sum()) for s in CH09_SCALES}
     pi = {s: int(angle_coverage("PI", s).unseen.sum()) for s in CH09_SCALES}
@@ -275,6 +280,26 @@ def ch09_unseen_pairs() -> Headline:
     return Headline(9, {"外挿": plain, "PI": pi, "ペアの数": n_pairs},
                     f"{plain[CH09_SCALES[0]]} / {n_pairs} → {pi[CH09_SCALES[0]]}",
                     f"見たことのない角度に出るペア（外挿 → PI、s = {scales}）")
+
+
+def ch11_inference() -> Headline:
+    """Chapter 11: the cache a sliding window keeps, and MLA's cache per token.
+
+    Mistral 7B v0.1's KV cache at :data:`CH11_CONTEXT` tokens with its window and with
+    every token kept; DeepSeek-V2's values cached per token and layer, MLA vs MHA.
+
+    Taught in chapter 12.
+    """
+    preset = PRESETS[CH11_MODEL]
+    windowed = kv_cost(preset, preset.n_kv_heads, CH11_CONTEXT).total_bytes
+    full = kv_cost(preset, preset.n_kv_heads, CH11_CONTEXT, window=False).total_bytes
+    mla = cached_values_per_token("mla", **CH11_MLA)
+    mha = cached_values_per_token("mha", n_heads=CH11_MLA["n_heads"],
+                                  d_head=CH11_MLA["d_head"])
+    return Headline(11, {"ウィンドウ": windowed, "全部": full, "MLA": mla, "MHA": mha},
+                    f"{format_bytes(windowed)} vs {format_bytes(full)} / {mla} vs {mha:,}",
+                    f"KV キャッシュ：{CH11_MODEL}（{CH11_CONTEXT:,} トークン、W vs 全部）"
+                    "/ MLA vs MHA")
 
 
 class LengthStudy(NamedTuple):
@@ -293,7 +318,7 @@ def length_study(seeds=CH10_SEEDS) -> LengthStudy:
     :func:`train_study`), and the batches drawn from
     ``np.random.default_rng(LENGTH_EVAL_SEED_OFFSET + seed)`` (:func:`evaluate_study`).
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     start = time.perf_counter()
     task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
@@ -306,7 +331,7 @@ def length_study(seeds=CH10_SEEDS) -> LengthStudy:
 def ch10_length(study: LengthStudy) -> Headline:
     """Chapter 10: accuracy at 4L of the methods the chapter's reading turns on.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     methods = ("RoPE 外挿", "RoPE+PI", "RoPE+YaRN", "ALiBi")
     at_4l = {m: float(study.accuracy[m][:, 2].mean()) for m in methods}
@@ -327,7 +352,7 @@ def finetune_4l(study: LengthStudy) -> dict[str, np.ndarray]:
         ``"RoPE 外挿"`` and ``"RoPE+PI"`` → accuracies, shape (seeds, len(FINETUNE_MARKS)),
         the marks of chapter 10's fine-tune at 4L.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     task = PreviousToken(vocab_size=LENGTH_MODEL["vocab_size"])
     return finetune_comparison(study.runs, task, (4,))[4]
@@ -363,7 +388,7 @@ def first_layer_weights(params: dict, config: ModelConfig, tokens: np.ndarray,
     np.ndarray
         Shape (B, H, T, T).
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     positions = np.asarray(positions)
     T = tokens.shape[1]
@@ -394,7 +419,7 @@ def shift_difference(params: dict, config: ModelConfig, tokens: np.ndarray,
 
     0 (to rounding) when the scores depend on the positions only through m − n.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     T = tokens.shape[1]
     here = first_layer_weights(params, config, tokens, np.arange(T))
@@ -405,7 +430,7 @@ def shift_difference(params: dict, config: ModelConfig, tokens: np.ndarray,
 def runs_past(config: ModelConfig, length: int) -> bool:
     """Whether the model accepts a sequence of ``length`` tokens at all.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     length = positive_int(length, "length")
     params = init_params(config, np.random.default_rng(0))
@@ -419,7 +444,7 @@ def runs_past(config: ModelConfig, length: int) -> bool:
 def extra_parameters(config: ModelConfig) -> int:
     """Parameters the positional scheme adds to the same model without positions.
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     def count(cfg):
         return sum(int(np.prod(shape)) for shape in param_shapes(cfg).values())
@@ -451,7 +476,7 @@ def encoding_rows(study: LengthStudy, *, rng: np.random.Generator,
     moved by ``train_len`` positions, at ``4 · train_len`` settings for the RoPE methods
     (as chapter 10 evaluates them at 4L).
 
-    Taught in chapter 11.
+    Taught in chapter 12.
     """
     rng = generator(rng)
     first = next(iter(study.runs.values()))

@@ -23,6 +23,7 @@ from attnlab.widgets.core import (
     register_widget,
     render,
 )
+from attnlab.widgets.inference_time import kv_cache_slots_widget
 from attnlab.widgets.rope import rope_rotation_widget
 from attnlab.widgets.sinusoidal_encoding import sinusoidal_explorer_widget
 from attnlab.widgets.split_and_concat import shape_explorer_widget
@@ -40,6 +41,7 @@ WIDGETS: dict[str, Callable[[], InteractiveFigure]] = {
         sinusoidal_explorer_widget,  # 06
         rope_rotation_widget,  # 08
         context_extension_widget,  # 09
+        kv_cache_slots_widget,  # 11
     )
 }
 
@@ -54,6 +56,7 @@ __all__ = [
     "control_values",
     "head_picker_widget",
     "interactive_figure",
+    "kv_cache_slots_widget",
     "kv_cache_widget",
     "register_widget",
     "render",

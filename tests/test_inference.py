@@ -134,6 +134,24 @@ def test_bad_cache_arguments_name_the_argument(bad, message):
         empty_cache(config, 2, **bad)
 
 
+@pytest.mark.parametrize("func", ["band_mask", "cache_slots"])
+@pytest.mark.parametrize("bad, message", [
+    (dict(window=0, sinks=0), "window=0"),
+    (dict(window=-2, sinks=0), "window=-2"),
+    (dict(window=2.5, sinks=0), "window=2.5"),
+    (dict(window=2, sinks=-1), "sinks=-1"),
+    (dict(window=None, sinks=-1), "sinks=-1"),
+])
+def test_a_window_below_one_or_negative_sinks_are_refused_naming_the_value(func, bad,
+                                                                           message):
+    # a window of 0 would see nothing (band_mask) or divide by zero (cache_slots)
+    with pytest.raises(ValueError, match=message):
+        if func == "band_mask":
+            band_mask(4, **bad)
+        else:
+            cache_slots(np.arange(5), 5, **bad)
+
+
 def test_a_cache_of_the_wrong_shape_or_a_position_going_back_is_refused():
     config, params, tokens = make("rope", {})
     cache = empty_cache(config, 2)  # two sequences; tokens has three

@@ -21,6 +21,7 @@ from attnlab.experiments.inference_time import (
     first_position_weight,
     forward_with_mask,
     influence,
+    kept_positions_accuracy,
     mla_output_from_scores,
     mla_unabsorbed_scores,
     peak_bytes,
@@ -30,6 +31,7 @@ from attnlab.experiments.inference_time import (
     step_macs,
     window_accuracy,
 )
+from attnlab.experiments.what_heads_capture import trained_model
 from attnlab.inference import (
     band_mask,
     init_mla,
@@ -40,6 +42,11 @@ from attnlab.inference import (
 )
 from attnlab.model import forward, init_params
 from attnlab.positional import RoPE
+
+
+@pytest.fixture(scope="module")
+def trained_sink_model():
+    return trained_model(0).params  # chapter 04's model, as the chapter trains it
 
 
 def _model(positional, n_kv_heads=2, seed=0):
@@ -121,6 +128,44 @@ def test_window_accuracy_with_the_full_cache_is_the_forward_pass_accuracy():
     scored = batch.loss_mask.astype(bool)[:, SINK_WINDOW:]
     got = window_accuracy(params, config, batch, window=None)
     assert got == pytest.approx(right[scored].mean())
+
+
+@pytest.mark.parametrize("window, sinks", [(SINK_WINDOW, 0), (SINK_WINDOW, 1), (SINK_WINDOW, 4),
+                                           (9, 2)])
+@pytest.mark.slow
+def test_keeping_the_first_positions_is_the_sink_cache(window, sinks, trained_sink_model):
+    batch = sink_batch()
+    want = window_accuracy(trained_sink_model, SINK_CONFIG, batch, window=window,
+                           sinks=sinks)
+    got = kept_positions_accuracy(trained_sink_model, SINK_CONFIG, batch, window=window,
+                                  keep=range(sinks))
+    assert got == pytest.approx(want)
+
+
+@pytest.mark.slow
+def test_which_positions_are_kept_changes_the_accuracy(trained_sink_model):
+    batch = sink_batch()
+    accuracy = {keep: kept_positions_accuracy(trained_sink_model, SINK_CONFIG, batch,
+                                              window=SINK_WINDOW, keep=keep)
+                for keep in ((), (0, 1, 2, 3), (4, 5, 6, 7))}
+    assert len(set(accuracy.values())) == 3  # the mask does reach the model
+
+
+def test_keeping_every_position_is_the_full_cache():
+    config = dataclasses.replace(SINK_CONFIG, positional="learned")
+    params = init_params(config, np.random.default_rng(5))
+    batch = sink_batch()
+    everything = range(batch.tokens.shape[1])
+    assert kept_positions_accuracy(params, config, batch, window=3, keep=everything) \
+        == pytest.approx(window_accuracy(params, config, batch, window=None))
+
+
+@pytest.mark.parametrize("keep", [[-1], [32], [0, 40]])
+def test_kept_positions_outside_the_sequence_are_refused(keep):
+    config = dataclasses.replace(SINK_CONFIG, positional="learned")
+    params = init_params(config, np.random.default_rng(6))
+    with pytest.raises(ValueError, match="keep"):
+        kept_positions_accuracy(params, config, sink_batch(), window=4, keep=keep)
 
 
 def test_peak_bytes_sees_the_arrays_a_function_makes():

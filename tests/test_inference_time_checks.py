@@ -15,7 +15,7 @@ from scripts.book import SOLUTION_COLUMNS, display_width
 # --- the cache step ------------------------------------------------------------------------
 
 def cache_step(q, k, v, cache_k, cache_v, rope, *, start=None, again=False, mask=True,
-               rotate=True, axis=1):
+               rotate=True, axis=1, mask_start=None):
     S, n = cache_k.shape[1], q.shape[1]
     pos = (S if start is None else start) + np.arange(n)  # (n,)
     if rotate:
@@ -25,7 +25,8 @@ def cache_step(q, k, v, cache_k, cache_v, rope, *, start=None, again=False, mask
     cache_k = np.concatenate([cache_k, k], axis=axis)
     cache_v = np.concatenate([cache_v, v], axis=axis)
     key_pos = np.arange(cache_k.shape[1])
-    visible = key_pos[None, :] <= (S + np.arange(n))[:, None] if mask else None
+    query_pos = (S if mask_start is None else mask_start) + np.arange(n)  # (n,)
+    visible = key_pos[None, :] <= query_pos[:, None] if mask else None
     out, _ = scaled_dot_product_attention(q, cache_k, cache_v, visible)
     return out, cache_k, cache_v
 
@@ -65,6 +66,8 @@ def test_correct_cache_steps_pass(answer, capsys):
 
 @pytest.mark.parametrize("mistake, words", [
     (dict(start=0), "0 から数え直しています"),
+    # the natural restart: pos = np.arange(n) for the rotation and the mask alike
+    (dict(start=0, mask_start=0), "回転にもマスクにも同じ位置"),
     (dict(again=True), "キャッシュのキーをもう一度回しています"),
     (dict(mask=False), "マスクがありません"),
     (dict(rotate=False), "q と k を回していません"),
@@ -172,6 +175,11 @@ def no_rescale(m_a, l_a, acc_a, m_b, l_b, acc_b):
     return np.maximum(m_a, m_b), l_a + l_b, acc_a + acc_b
 
 
+def sums_not_rescaled(m_a, l_a, acc_a, m_b, l_b, acc_b):
+    m = np.maximum(m_a, m_b)
+    return m, l_a + l_b, acc_a * np.exp(m_a - m) + acc_b * np.exp(m_b - m)
+
+
 def exp_without_max(m_a, l_a, acc_a, m_b, l_b, acc_b):
     # undo each block's max and add: exp(1000) overflows
     return np.zeros_like(m_a), l_a * np.exp(m_a) + l_b * np.exp(m_b), \
@@ -182,7 +190,8 @@ def exp_without_max(m_a, l_a, acc_a, m_b, l_b, acc_b):
     (old_sum, "それまでの和 l_a を縮め直していません"),
     (twice, "係数を 2 回掛けています"),
     (no_max, "いまの最大値を使っていません"),
-    (no_rescale, "縮めずに足しています"),
+    (no_rescale, "l と acc を縮めずに足しています"),
+    (sums_not_rescaled, "acc_a と acc_b は縮めているのに"),
     (exp_without_max, "inf か nan"),
 ])
 def test_each_merge_mistake_gets_its_diagnosis(answer, words, capsys):

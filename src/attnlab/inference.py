@@ -93,11 +93,7 @@ def empty_cache(config: ModelConfig, batch_size: int, capacity: int | None = Non
     """
     config = check_config(config)
     B = positive_int(batch_size, "batch_size")
-    if window is not None:
-        window = positive_int(window, "window")
-    if isinstance(sinks, bool) or not isinstance(sinks, (int, np.integer)) or sinks < 0:
-        raise ValueError(f"sinks は 0 以上の整数である必要があります: sinks={sinks!r}")
-    sinks = int(sinks)
+    window, sinks = _window_and_sinks(window, sinks)
     if sinks and window is None:
         raise ValueError(
             f"sinks={sinks} はウィンドウ window と一緒に使います: window=None では全部のキーが"
@@ -119,6 +115,15 @@ def empty_cache(config: ModelConfig, batch_size: int, capacity: int | None = Non
     return KVCache(layers, 0, window, sinks)
 
 
+def _window_and_sinks(window, sinks) -> tuple[int | None, int]:
+    """``window`` (None or an int ≥ 1) and ``sinks`` (an int ≥ 0), or a ValueError."""
+    if window is not None:
+        window = positive_int(window, "window")
+    if isinstance(sinks, bool) or not isinstance(sinks, (int, np.integer)) or sinks < 0:
+        raise ValueError(f"sinks は 0 以上の整数である必要があります: sinks={sinks!r}")
+    return window, int(sinks)
+
+
 def cache_slots(positions: np.ndarray, capacity: int, window: int | None,
                 sinks: int) -> np.ndarray:
     """The slot each position is written to: (n,) → (n,).
@@ -130,6 +135,7 @@ def cache_slots(positions: np.ndarray, capacity: int, window: int | None,
 
     Taught in chapter 11.
     """
+    window, sinks = _window_and_sinks(window, sinks)
     positions = np.asarray(positions)
     if window is None:
         if positions.size and positions.max() >= capacity:
@@ -351,6 +357,7 @@ def band_mask(seq_len: int, window: int | None = None, sinks: int = 0) -> np.nda
     Taught in chapter 11.
     """
     T = positive_int(seq_len, "seq_len")
+    window, sinks = _window_and_sinks(window, sinks)
     pos = np.arange(T)
     return visible(pos, pos, window, sinks)
 

@@ -72,6 +72,9 @@ def _cache_variants(q, k, v, cache_k, cache_v, rope):
     restart = np.arange(n)  # positions restarting at 0 for the new tokens
     k_0 = np.concatenate([cache_k, rope.apply(k, restart)], axis=1)
     variants["restart"] = (_attend(rope.apply(q, restart), k_0, values, pos, all_pos), k_0)
+    # the same restart in the mask too: query t sees only keys 0 … t of the whole cache
+    variants["restart mask"] = (_attend(rope.apply(q, restart), k_0, values, restart,
+                                        all_pos), k_0)
     again = np.concatenate([rope.apply(cache_k, np.arange(S)), k_r], axis=1)
     variants["twice"] = (_attend(q_r, again, values, pos, all_pos), again)  # cached keys
     twice = rope.apply(keys, all_pos)  # every key rotated once more, the new ones too
@@ -89,6 +92,13 @@ _CACHE_DIAGNOSES = {
     "restart": (
         "新しいトークンの位置を 0 から数え直しています。キャッシュに S 個のトークンがあれば、"
         "新しいトークンの位置は S, S+1, … です（positions = S + np.arange(n)）。"
+    ),
+    "restart mask": (
+        "新しいトークンの位置を 0 から数え直しています（回転にもマスクにも同じ位置を"
+        "使っています）。そのため q と k の回転がずれ、マスクも新しいトークン t に"
+        "キャッシュの位置 0 … t しか見せません。キャッシュに S 個のトークンがあれば、"
+        "新しいトークンの位置は S, S+1, … です（positions = S + np.arange(n)）。"
+        "回転とマスクの両方にこの位置を使います。"
     ),
     "twice": (
         "キャッシュのキーをもう一度回しています。キャッシュのキーは書き込んだときに"
@@ -209,6 +219,7 @@ def _merge_variants(a, b):
         "twice": (m, l_a * fa + l_b * fb, acc_a * fa * fa + acc_b * fb * fb),
         "no max": (m_b, l_a + l_b, acc_a + acc_b),
         "no rescale": (m, l_a + l_b, acc_a + acc_b),
+        "sums not rescaled": (m, l_a + l_b, acc_a * fa + acc_b * fb),
     }
 
 
@@ -227,6 +238,9 @@ _MERGE_DIAGNOSES = {
     "no max": ("いまの最大値を使っていません（2 つのブロックの max を取らずに m_b のまま、"
                "または係数なしで足しています）。m = max(m_a, m_b) とし、"
                "それぞれに exp(m_a − m)、exp(m_b − m) を掛けてから足します。"),
+    "sums not rescaled": ("acc_a と acc_b は縮めているのに、l_a と l_b を縮めずに足して"
+                          "います。l は acc と同じ基準 m で測るので、l_a に exp(m_a − m)、"
+                          "l_b に exp(m_b − m) を、acc と同じように掛けてから足します。"),
     "no rescale": ("l と acc を縮めずに足しています。2 つのブロックは違う最大値を引いて"
                    "計算してあるので、m = max(m_a, m_b) に揃えてから足します。"),
 }

@@ -281,6 +281,31 @@ def window_accuracy(params: dict, config: ModelConfig, batch: Batch, *,
     return float(right[scored].mean())
 
 
+def kept_positions_accuracy(params: dict, config: ModelConfig, batch: Batch, *,
+                            window: int, keep=(), from_position: int = SINK_WINDOW) -> float:
+    """Next-token accuracy at positions ≥ ``from_position`` under a band mask of
+    ``window`` keys plus the positions ``keep`` (seen by every later query): the
+    ablation that tells which kept positions help, whether the first ones (sinks) or
+    any others. ``keep=()`` is the window alone; ``keep=range(4)`` is four sinks.
+
+    Taught in chapter 11.
+    """
+    B, T = batch.tokens.shape
+    first = positive_int(from_position, "from_position")
+    keep = np.asarray(keep, dtype=int).reshape(-1)  # (k,)
+    if keep.size and (keep.min() < 0 or keep.max() >= T):
+        raise ValueError(f"keep の位置 {keep.tolist()} は 0 以上 T={T} 未満である"
+                         "必要があります")
+    key = np.arange(T)  # (T,)
+    kept = np.isin(key, keep)[None, :] & (key[None, :] <= key[:, None])  # (T, T) causal
+    mask = band_mask(T, window) | kept  # (T, T)
+    logits = forward_with_mask(params, batch.tokens, config, mask)  # (B, T, V)
+    right = logits.argmax(axis=-1) == batch.targets  # (B, T)
+    scored = batch.loss_mask.astype(bool).copy()
+    scored[:, :first] = False  # positions the window has not cut yet
+    return float(right[scored].mean())
+
+
 # --- memory of the two softmaxes --------------------------------------------------------------
 
 def peak_bytes(func, *args, **kwargs) -> int:

@@ -145,7 +145,8 @@ def test_files_broken_in_other_ways(graded):
     assert by_file["cells_deleted.ipynb"].verdicts[LABEL][0] == "未実装"
     assert "見つかりません" in by_file["cells_deleted.ipynb"].verdicts[LABEL][1]
     assert by_file["sub/no_metadata.ipynb"].chapter == "01"
-    assert by_file["sub/no_metadata.ipynb"].verdicts[LABEL][0] == "正解"
+    no_metadata = by_file["sub/no_metadata.ipynb"].verdicts[LABEL]
+    assert no_metadata[0] == "正解", no_metadata  # the message says why if not
     for name in ("broken.ipynb", "not_a_notebook.ipynb"):
         assert by_file[name].status.startswith(grade.UNREADABLE)
         assert by_file[name].verdicts == {}

@@ -6,6 +6,7 @@ One home for what every script needs (``python -m scripts.NAME`` imports it as
 ``_config.yml``, and one way to execute a notebook with nbclient.
 """
 
+import json
 import os
 import tempfile
 import unicodedata
@@ -127,3 +128,36 @@ def join_streams(nb):
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     return nb
 
+
+def rewrite_markdown(path: Path, fix, *, captions: bool = False) -> bool:
+    """Apply ``fix`` (str -> str) to the Markdown of ``path`` in place; whether it changed.
+
+    A notebook's Markdown cells (and, with ``captions``, its figures' captions, which are
+    Markdown too) are rewritten and the notebook saved as the book's scripts save it; any
+    other file is rewritten whole.
+    """
+    if path.suffix != ".ipynb":
+        old = path.read_text(encoding="utf-8")
+        new = fix(old)
+        if new != old:
+            path.write_text(new, encoding="utf-8")
+        return new != old
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    changed = False
+    for cell in nb["cells"]:
+        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+        if captions and isinstance(figure.get("caption"), str):
+            caption = fix(figure["caption"])
+            changed |= caption != figure["caption"]
+            figure["caption"] = caption
+        if cell["cell_type"] != "markdown":
+            continue
+        old = "".join(cell["source"])
+        new = fix(old)
+        if new != old:
+            changed = True
+            cell["source"] = new.splitlines(keepends=True)
+    if changed:
+        path.write_text(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
+                        encoding="utf-8")
+    return changed

@@ -314,27 +314,11 @@ def markdown_sources(path: Path) -> list[tuple[str, str]]:
 
 
 def fix_file(path: Path) -> bool:
-    if path.suffix == ".ipynb":
-        raw = path.read_text(encoding="utf-8")
-        nb = json.loads(raw)
-        changed = False
-        for cell in nb["cells"]:
-            if cell["cell_type"] != "markdown":
-                continue
-            old = "".join(cell["source"])
-            new = fix_markdown(old)
-            if new != old:
-                changed = True
-                cell["source"] = new.splitlines(keepends=True)
-        if changed:
-            path.write_text(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
-                            encoding="utf-8")
-        return changed
-    old = path.read_text(encoding="utf-8")
-    new = fix_markdown(old)
-    if new != old:
-        path.write_text(new, encoding="utf-8")
-    return new != old
+    """Fix the spaces of ``path`` (a notebook's Markdown cells, or a page) in place; whether
+    it changed."""
+    from scripts.book import rewrite_markdown
+
+    return rewrite_markdown(path, fix_markdown)
 
 
 def default_files(root: Path | None = None) -> list[Path]:

@@ -115,32 +115,11 @@ def fix(text: str) -> str:
 
 
 def fix_file(path: Path) -> bool:
-    """Fix ``path`` (a notebook's Markdown cells, or a page) in place; whether it changed."""
-    if path.suffix == ".ipynb":
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        changed = False
-        for cell in nb["cells"]:
-            figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
-            if isinstance(figure.get("caption"), str):  # a figure's caption is Markdown too
-                caption = fix(figure["caption"])
-                changed |= caption != figure["caption"]
-                figure["caption"] = caption
-            if cell["cell_type"] != "markdown":
-                continue
-            old = "".join(cell["source"])
-            new = fix(old)
-            if new != old:
-                changed = True
-                cell["source"] = new.splitlines(keepends=True)
-        if changed:
-            path.write_text(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
-                            encoding="utf-8")
-        return changed
-    old = path.read_text(encoding="utf-8")
-    new = fix(old)
-    if new != old:
-        path.write_text(new, encoding="utf-8")
-    return new != old
+    """Fix ``path`` (a notebook's Markdown cells and captions, or a page) in place; whether it
+    changed."""
+    from scripts.book import rewrite_markdown
+
+    return rewrite_markdown(path, fix, captions=True)
 
 
 def captions(path: Path) -> list[tuple[str, str]]:

@@ -415,6 +415,20 @@ def position_probe(params: dict, config: ModelConfig, rng: np.random.Generator,
     return np.array(scores)
 
 
+def _fresh_attention(params: dict, config: ModelConfig, rng: np.random.Generator,
+                     n_rows) -> list[np.ndarray]:
+    """The attention weights of a causal model on ``n_rows`` fresh rows of the chapter's
+    task (length :data:`CAUSAL_SEQ_LEN`): one (B, H, T, T) float64 array per layer."""
+    config = check_config(config)
+    if not config.causal:
+        raise ValueError(f"causal={config.causal!r} のモデルには使えません"
+                         "（因果マスクのあるモデル用です）")
+    n_rows = positive_int(n_rows, "n_rows")
+    batch = PreviousToken(vocab_size=config.vocab_size)(rng, n_rows, CAUSAL_SEQ_LEN)
+    attn = forward(params, batch.tokens, config).attn  # n_layers × (B, H, T, T)
+    return [np.asarray(weights, dtype=np.float64) for weights in attn]
+
+
 def previous_position_attention(params: dict, config: ModelConfig,
                                 rng: np.random.Generator, n_rows: int = 512) -> np.ndarray:
     """How much each head attends to the previous position, against an even spread.
@@ -448,18 +462,12 @@ def previous_position_attention(params: dict, config: ModelConfig,
 
     Taught in chapter 05.
     """
-    config = check_config(config)
-    if not config.causal:
-        raise ValueError(f"causal={config.causal!r} のモデルには使えません"
-                         "（因果マスクのあるモデル用です）")
     rng = generator(rng)
-    n_rows = positive_int(n_rows, "n_rows")
-    batch = PreviousToken(vocab_size=config.vocab_size)(rng, n_rows, CAUSAL_SEQ_LEN)
-    attn = forward(params, batch.tokens, config).attn  # n_layers × (B, H, T, T)
+    attn = _fresh_attention(params, config, rng, n_rows)  # n_layers × (B, H, T, T)
     i = np.arange(2, CAUSAL_SEQ_LEN)  # (T - 2,) queries with two or more keys before
     ratios = []
     for weights in attn:
-        on_previous = np.asarray(weights, dtype=np.float64)[:, :, i, i - 1]  # (B, H, T - 2)
+        on_previous = weights[:, :, i, i - 1]  # (B, H, T - 2)
         ratios.append((on_previous * (i + 1)).mean(axis=(0, 2)))  # (H,)
     return np.array(ratios)
 
@@ -516,14 +524,8 @@ def first_layer_heads(params: dict, config: ModelConfig, rng: np.random.Generato
     Taught in chapter 05.
     """
     config = check_config(config)
-    if not config.causal:
-        raise ValueError(f"causal={config.causal!r} のモデルには使えません"
-                         "（因果マスクのあるモデル用です）")
     rng = generator(rng)
-    n_rows = positive_int(n_rows, "n_rows")
-    batch = PreviousToken(vocab_size=config.vocab_size)(rng, n_rows, CAUSAL_SEQ_LEN)
-    weights = np.asarray(forward(params, batch.tokens, config).attn[0],
-                         dtype=np.float64)  # (B, H, T, T)
+    weights = _fresh_attention(params, config, rng, n_rows)[0]  # (B, H, T, T), layer 1
     i = np.arange(2, CAUSAL_SEQ_LEN)  # (T - 2,) queries with two or more keys before
     rows = weights[:, :, i, :]  # (B, H, T - 2, T): 0 past the query
     safe = np.where(rows > 0, rows, 1.0)  # log(1) = 0 where the weight is 0

@@ -9,6 +9,8 @@ with each head switched off alone (:func:`ablation_losses`) and the pruning curv
 
 from typing import NamedTuple
 
+import math
+
 import numpy as np
 
 from attnlab import fast_training, model
@@ -71,6 +73,34 @@ class Adam:
             params[name] -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
 
+def cosine_lr(peak: float, steps: int, floor: float = 0.1):
+    """A learning-rate schedule for :func:`train`: cosine decay from ``peak`` at the first
+    update to ``peak · floor`` at the last, as nanoGPT decays to a tenth of its peak.
+
+    A constant step size leaves Adam's parameters moving by about ``lr`` per step to the
+    end, so a model evaluated at the last step is one sample of a noisy walk; a decayed
+    step size lets it settle (the study of chapter 10 uses it).
+
+    Returns
+    -------
+    callable
+        ``schedule(i)`` → the step size of update ``i`` (0, …, steps − 1).
+
+    Taught in chapter 10.
+    """
+    peak = positive_float(peak, "peak")
+    steps = positive_int(steps, "steps")
+    floor = float(floor)
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"floor は 0 以上 1 以下です: floor={floor!r}")
+
+    def schedule(i: int) -> float:
+        progress = i / max(steps - 1, 1)  # 0 at the first update, 1 at the last
+        return peak * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+    return schedule
+
+
 class TrainResult(NamedTuple):
     """What :func:`train` returns: the parameters before and after, and one row per step."""
 
@@ -88,7 +118,7 @@ def train(
     rng: np.random.Generator,
     batch_size: int = 64,
     seq_len: int = 32,
-    lr: float = 1e-2,
+    lr=1e-2,
     init_params: dict | None = None,
     callback=None,
     step: str = "fast",
@@ -109,8 +139,9 @@ def train(
     rng : np.random.Generator
         Split into two independent streams: one for the initial parameters, one for
         the batches. ``np.random.default_rng(seed)`` for a run you can repeat.
-    lr : float
-        Adam's step size.
+    lr : float or callable
+        Adam's step size, or a schedule ``lr(i)`` → the step size of update ``i``
+        (0, …, steps − 1), e.g. :func:`cosine_lr`.
     init_params : dict, optional
         Parameters to start from (e.g. pooled to fewer K/V heads for uptraining), with
         the keys and shapes of :func:`attnlab.model.param_shapes`; they are copied, not
@@ -141,6 +172,7 @@ def train(
     batch_size = positive_int(batch_size, "batch_size")
     seq_len = positive_int(seq_len, "seq_len")
     rng = generator(rng)
+    schedule = lr if callable(lr) else _constant(positive_float(lr, "lr"))
     if not callable(task):
         raise ValueError(
             "task は task(rng, batch_size, seq_len) と呼べる関数である必要があります: "
@@ -163,7 +195,7 @@ def train(
         given = model_params(init_params, param_shapes(config))
         params = {name: np.array(given[name], dtype=config.dtype) for name in param_shapes(config)}
     initial = {name: value.copy() for name, value in params.items()}
-    optimiser = Adam(params, lr=lr)
+    optimiser = Adam(params, lr=_step_size(schedule, 0))
     _keep_freed_memory()  # once per process, for either step: glibc keeps freed arrays
     losses, accuracies = np.empty(steps), np.empty(steps)
     if callback is not None:
@@ -171,11 +203,25 @@ def train(
     for i in range(steps):
         batch = task(data_rng, batch_size, seq_len)
         loss, grads, accuracy = loss_grads_accuracy(params, batch, config)
+        optimiser.lr = _step_size(schedule, i)
         optimiser.step(params, grads)
         losses[i], accuracies[i] = loss, accuracy
         if callback is not None:
             callback(i + 1, params)
     return TrainResult(params, losses, accuracies, initial)
+
+
+def _constant(lr: float):
+    """The schedule of a constant step size."""
+    return lambda i: lr
+
+
+def _step_size(schedule, i: int) -> float:
+    """``schedule(i)``, checked: a Japanese ValueError naming ``lr`` and the step."""
+    value = schedule(i)
+    if not isinstance(value, (int, float, np.floating)) or not value > 0 or value == math.inf:
+        raise ValueError(f"lr({i}) は正の有限の数である必要があります: {value!r}")
+    return float(value)
 
 
 def evaluate(

@@ -32,7 +32,7 @@ import numpy as np
 from attnlab._validate import choice, generator, positive_int
 from attnlab.model import ModelConfig, check_config, forward
 from attnlab.parallel import on_cores, on_threads
-from attnlab.training import train
+from attnlab.training import cosine_lr, train
 
 #: The model of the chapter: one layer, eight heads (so that ALiBi's steepest slope is
 #: 1/2), head width 8 (four RoPE pairs). float64: in float32 the trained sinusoidal model
@@ -591,11 +591,15 @@ def finetune_comparison(runs: dict, task, factors=(4, 2),
 #: - ``kinds``: every trained kind of :data:`TRAINED_KINDS` plus the T5 bias; the RoPE
 #:   models are also evaluated with PI, NTK, YaRN and the YaRN ablations
 #:   (:data:`STUDY_ROPE_METHODS`).
-#: - ``steps``: one budget per task, the same for every kind, chosen from pilot runs of
-#:   RoPE and T5 (which flatten within half of it) and not tuned to any threshold of the
-#:   results. The study records every curve and the change between the last two tenths
-#:   of the run (``plateau``: flat below 0.005); the chapter shows them and says which
-#:   runs are still rising (on the repeated sequence: no positions and ALiBi).
+#: - ``steps``: one budget per task, the same for every kind and not tuned to any
+#:   threshold of the results, with the step size decayed by a cosine from ``lr`` to
+#:   ``lr · lr_floor`` (:func:`attnlab.training.cosine_lr`; at a constant step size the
+#:   evaluation numbers of one run jump by several hundredths between checkpoints). Every
+#:   run is trained twice, at ``steps`` and at half of it, each with its own decay: the
+#:   evaluation numbers are converged where the mean over seeds of the two budgets differ
+#:   by at most ``converged`` (:func:`study_convergence`), and the chapter says which do
+#:   not. The study also records each run's training curve and the change between its
+#:   last two tenths (``plateau``: flat below 0.005).
 #: - ``t5``: 16 buckets (8 exact distances 0–7, 8 log-spaced up to 16 = L; at this size
 #:   the log-spaced half holds 8–15 one each and 15 and beyond share the last bucket), one
 #:   table per head shared by the layers, as T5 does; with max_distance = L every bucket
@@ -604,9 +608,9 @@ def finetune_comparison(runs: dict, task, factors=(4, 2),
 #:   scaled scores, as ALiBi's is (the same family of functions).
 LENGTH_STUDY_CONFIG = {
     "tasks": {
-        "previous_token": {"task": "PreviousToken", "n_layers": 1, "steps": 1500,
+        "previous_token": {"task": "PreviousToken", "n_layers": 1, "steps": 6000,
                            "lr": 0.01},
-        "repeated_sequence": {"task": "RepeatedSequence", "n_layers": 2, "steps": 1000,
+        "repeated_sequence": {"task": "RepeatedSequence", "n_layers": 2, "steps": 6000,
                               "lr": 0.003},
     },
     "kinds": ["none", "sinusoidal", "learned", "rope", "alibi", "t5"],
@@ -619,6 +623,8 @@ LENGTH_STUDY_CONFIG = {
     "t5_n_buckets": 16, "t5_max_distance": LENGTH_TRAIN_LEN,
     "curve_points": 50,
     "plateau": 0.005,
+    "lr_floor": 0.1,
+    "converged": 0.01,
     # YaRN's band (α, β) rescaled to the toy: at L = 16 pair 0 turns 2.5 times, so the
     # paper's α = 1, β = 32 (for L = 2048–4096, where pair 0 turns 326–652 times) put
     # every pair below β. β = 1 and α = β/32 keep the paper's ratio β/α = 32 and put
@@ -647,8 +653,9 @@ STUDY_ROPE_METHODS = {
 #: 960–3,072 scored positions. 0.005 is half of the last digit the chapters print: a
 #: replay within it cannot move a printed accuracy by more than one in its last digit.
 #: On the machine that made the artefact the replay must agree bit for bit.
-LENGTH_STUDY_TOLERANCES = {"accuracy": 0.005, "curve": 0.005, "plateau_change": 0.005,
-                           "far_weight": 0.005, "by_period": 0.01}
+LENGTH_STUDY_TOLERANCES = {"accuracy": 0.005, "accuracy_half": 0.005, "curve": 0.005,
+                           "plateau_change": 0.005, "far_weight": 0.005, "by_period": 0.01,
+                           "by_period_half": 0.01}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -720,6 +727,9 @@ def check_length_study(config: dict) -> dict:
         positive_int(factor, "config['factors'] の要素")
     choice(config["dtype"], "config['dtype']", ("float32", "float64"))
     for name, spec in tasks_.items():
+        if spec["steps"] % 2:
+            raise ValueError(f"config['tasks'][{name!r}]['steps']={spec['steps']} は偶数です"
+                             "（半分の予算でも訓練します）")
         if spec["steps"] % config["curve_points"]:
             raise ValueError(f"config['tasks'][{name!r}]['steps']={spec['steps']} が "
                              f"curve_points={config['curve_points']} で割り切れません")
@@ -729,8 +739,11 @@ def check_length_study(config: dict) -> dict:
                          f"{band!r}")
     if not 0 < band["beta_slow"] < band["beta_fast"]:
         raise ValueError(f"config['yarn_rescaled'] は 0 < beta_slow < beta_fast です: {band!r}")
-    if not 0 < config["plateau"] < 1:
-        raise ValueError(f"config['plateau'] は 0 と 1 の間です: {config['plateau']!r}")
+    for key in ("plateau", "converged"):
+        if not isinstance(config[key], float) or not 0 < config[key] < 1:
+            raise ValueError(f"config['{key}'] は 0 と 1 の間の数です: {config[key]!r}")
+    if not isinstance(config["lr_floor"], float) or not 0 <= config["lr_floor"] <= 1:
+        raise ValueError(f"config['lr_floor'] は 0 以上 1 以下の数です: {config['lr_floor']!r}")
     _study_config(config, next(iter(tasks_)), kinds[0])  # the model settings validate
     return config
 
@@ -780,11 +793,13 @@ def _study_keys(config: dict) -> list[dict]:
 
 
 def _study_run(config: dict, key: dict) -> dict:
-    """One run of the study: train (task, kind, seed) at L, evaluate every method of the
-    kind at every length. The generators are ``default_rng([seed, t, k])`` for training
-    (t, k: the task's and kind's places in :data:`LENGTH_STUDY_CONFIG`) and
-    ``default_rng([seed, t, 1000])`` for the evaluation batches, which every kind of one
-    (task, seed) therefore shares."""
+    """One run of the study: train (task, kind, seed) at L for the task's ``steps`` and,
+    separately, for half of them (each with its own cosine decay, :func:`cosine_lr`), and
+    evaluate every method of the kind at every length after each. The generators are
+    ``default_rng([seed, t, k])`` for training (t, k: the task's and kind's places in
+    :data:`LENGTH_STUDY_CONFIG`; the half budget draws the same first batches) and
+    ``default_rng([seed, t, 1000])`` for the evaluation batches, which every kind and
+    both budgets of one (task, seed) therefore share."""
     task_name, kind, seed = key["task"], key["kind"], key["seed"]
     t = list(LENGTH_STUDY_CONFIG["tasks"]).index(task_name)
     k = list(STUDY_KIND_LABELS).index(kind)
@@ -792,21 +807,41 @@ def _study_run(config: dict, key: dict) -> dict:
     task = _study_task(task_name, config)
     model = _study_config(config, task_name, kind)
     L = config["train_len"]
-    result = train(model, task, steps=spec["steps"], rng=np.random.default_rng([seed, t, k]),
-                   batch_size=config["batch_size"], seq_len=L, lr=spec["lr"])
-    points = config["curve_points"]
-    curve = result.accuracy.reshape(points, -1).mean(axis=1)  # (points,)
-    tenth = len(result.accuracy) // 10
-    change = (result.accuracy[-tenth:].mean() - result.accuracy[-2 * tenth:-tenth].mean())
-    values = {"curve": curve, "plateau_change": float(change)}
     eval_rng = np.random.default_rng([seed, t, 1000])
     batches = [task(eval_rng, config["eval_rows"], f * L) for f in config["factors"]]
+    values = {}
+    for steps, suffix in ((spec["steps"], ""), (spec["steps"] // 2, "_half")):
+        result = train(model, task, steps=steps, rng=np.random.default_rng([seed, t, k]),
+                       batch_size=config["batch_size"], seq_len=L,
+                       lr=cosine_lr(spec["lr"], steps, config["lr_floor"]))
+        if not suffix:
+            points = config["curve_points"]
+            values["curve"] = result.accuracy.reshape(points, -1).mean(axis=1)  # (points,)
+            tenth = len(result.accuracy) // 10
+            values["plateau_change"] = float(result.accuracy[-tenth:].mean()
+                                             - result.accuracy[-2 * tenth:-tenth].mean())
+        for name, value in _study_evaluate(config, task_name, kind, model, result.params,
+                                           batches).items():
+            family, _, label = name.partition("/")
+            if suffix and family == "far_weight":
+                continue  # the attention beyond L is read at the full budget only
+            values[f"{family}{suffix}/{label}"] = value
+    return {"key": key, "values": values}
+
+
+def _study_evaluate(config: dict, task_name: str, kind: str, model: ModelConfig,
+                    params: dict, batches: list) -> dict:
+    """Every method of one trained model at every length: accuracy (L, 2L, 4L), the
+    weight beyond L at the longest length (per layer) and, on the repeated sequence, the
+    accuracy by period (≤ L/2, L/2–L, > L) at the longest length."""
+    L = config["train_len"]
+    values = {}
     for label, make in _study_methods(config, kind).items():
         accuracies, far, by_period = [], [], []
         for factor, batch in zip(config["factors"], batches, strict=True):
             length = factor * L
             cfg = make(model, length)
-            out = forward(result.params, batch.tokens, cfg)
+            out = forward(params, batch.tokens, cfg)
             right = (out.logits.argmax(axis=-1) == batch.targets) & batch.loss_mask  # (B, T)
             counted = batch.loss_mask.copy()
             if factor > 1:
@@ -828,7 +863,7 @@ def _study_run(config: dict, key: dict) -> dict:
         values[f"far_weight/{label}"] = np.array(far)
         if by_period:
             values[f"by_period/{label}"] = np.array(by_period)
-    return {"key": key, "values": values}
+    return values
 
 
 def run_length_study(config: dict) -> list[dict]:
@@ -877,7 +912,8 @@ def study_values(artefact: dict, task: str, quantity: str) -> dict[str, np.ndarr
     task : str
         A key of the study's ``config["tasks"]``.
     quantity : str
-        ``"accuracy"`` (L, 2L, 4L), ``"far_weight"`` (per layer), ``"by_period"`` or
+        ``"accuracy"`` (L, 2L, 4L), ``"far_weight"`` (per layer), ``"by_period"``, the
+        same two at half the budget (``"accuracy_half"``, ``"by_period_half"``), or
         ``"curve"`` and ``"plateau_change"`` (per trained kind, labelled by the kind).
 
     Returns
@@ -904,6 +940,53 @@ def study_values(artefact: dict, task: str, quantity: str) -> dict[str, np.ndarr
     if not out:
         raise ValueError(f"研究の結果に task={task!r} の {quantity!r} がありません")
     return {label: np.array(rows, dtype=float) for label, rows in out.items()}
+
+
+class Convergence(NamedTuple):
+    """One evaluation number of the study at the full budget and at half of it."""
+
+    full: float  # mean over seeds at the full budget
+    half: float  # mean over seeds at half of it
+    change: float  # mean over seeds of full − half
+    stderr: float  # standard error of the per-seed change
+    converged: bool  # |change| ≤ the config's ``converged``
+
+
+def study_convergence(artefact: dict, task: str, quantity: str = "accuracy",
+                      index: int = -1) -> dict[str, Convergence]:
+    """Whether one evaluation number of every method had stopped moving: its mean over
+    seeds at the full budget against half of it.
+
+    Parameters
+    ----------
+    artefact : dict
+        What :func:`attnlab.studies.load_study` returns for ``"length_generalization"``.
+    task : str
+        A key of the study's ``config["tasks"]``.
+    quantity : {"accuracy", "by_period"}
+    index : int
+        Which entry: for ``"accuracy"`` the length (−1: 4L), for ``"by_period"`` the
+        band of periods (−1: P > L).
+
+    Returns
+    -------
+    dict of str to Convergence
+        Method label → the two means, the change, its standard error and the verdict.
+
+    Taught in chapter 10.
+    """
+    choice(quantity, "quantity", ("accuracy", "by_period"))
+    full = study_values(artefact, task, quantity)
+    half = study_values(artefact, task, f"{quantity}_half")
+    limit = artefact["config"]["converged"]
+    out = {}
+    for label, values in full.items():
+        a, b = values[:, index], half[label][:, index]  # (seeds,)
+        change = a - b
+        out[label] = Convergence(float(a.mean()), float(b.mean()), float(change.mean()),
+                                 float(change.std(ddof=1) / np.sqrt(len(change))),
+                                 bool(abs(change.mean()) <= limit))
+    return out
 
 
 def spread(values) -> tuple[float, float, float, float]:

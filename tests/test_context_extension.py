@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from attnlab import multi_head_attention
 from attnlab.attention import init_mha
+from attnlab.experiments.context_extension import YarnAblation, yarn_ablation
 from attnlab.model import ModelConfig, forward, init_params, loss_and_grads
 from attnlab.positional import (
+    ROPE_SCALINGS,
     RoPE,
     apply_rope,
     ntk_scaled_base,
@@ -21,6 +23,7 @@ from attnlab.positional import (
     yarn_gamma,
     yarn_inv_freq,
     yarn_ramp,
+    yarn_turns_inv_freq,
 )
 from attnlab.tasks import Batch
 
@@ -272,3 +275,41 @@ def test_at_the_toys_length_the_papers_ramp_interpolates_pair_0_whatever_the_hea
     np.testing.assert_allclose(yarn_gamma(d_head, 10000.0, 16)[0],
                                (16 / (2 * math.pi) - 1) / 31)
     assert yarn_gamma(d_head, 10000.0, 202)[0] == 1.0 > yarn_gamma(d_head, 10000.0, 201)[0]
+
+
+def test_yarn_ablations_change_one_part_of_yarn_each():
+    plain = RoPE(scale=4.0, scaling="yarn", original_max_len=16)
+    turns = YarnAblation(scale=4.0, scaling="yarn", original_max_len=16, ramp="turns")
+    cold = YarnAblation(scale=4.0, scaling="yarn", original_max_len=16, temperature=False)
+    np.testing.assert_array_equal(turns.inv_freq(8), yarn_turns_inv_freq(8, 10000.0, 4.0, 16))
+    assert turns.attention_factor == plain.attention_factor > 1.0
+    np.testing.assert_array_equal(cold.inv_freq(8), plain.inv_freq(8))
+    assert cold.attention_factor == 1.0
+    # the model runs the ablation: its RoPE is the ablation's, band included
+    config = ModelConfig(vocab_size=5, d_model=16, n_heads=2, n_layers=1, max_len=16,
+                         positional="rope", rope_scaling="yarn", rope_scale=4.0)
+    ablated = yarn_ablation(config, ramp="turns", beta_fast=1.0, beta_slow=1 / 32)
+    assert ablated.rope.ramp == "turns" and ablated.rope.beta_slow == 1 / 32
+    np.testing.assert_array_equal(
+        ablated.rope.inv_freq(8),
+        yarn_turns_inv_freq(8, 10000.0, 4.0, 16, beta_fast=1.0, beta_slow=1 / 32))
+    # the two ablations are the experiment's, not scalings of the model
+    assert "yarn_turns" not in ROPE_SCALINGS and "yarn_no_temp" not in ROPE_SCALINGS
+
+
+def _rope_config(**fields):
+    return ModelConfig(vocab_size=5, d_model=8, n_heads=2, n_layers=1, max_len=8,
+                       positional="rope", **fields)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: YarnAblation(scale=2.0, scaling="ntk"), "scaling='yarn'"),
+    (lambda: YarnAblation(scale=2.0, scaling="yarn", original_max_len=8, ramp="paper"),
+     "ramp"),
+    (lambda: yarn_ablation(_rope_config()), "rope_scaling='pi'"),
+    (lambda: yarn_ablation(_rope_config(rope_scaling="yarn", rope_scale=2.0),
+                           temperature="no"), "temperature"),
+])
+def test_yarn_ablation_refuses_bad_input_in_japanese(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -501,3 +501,25 @@ def test_repeated_sequence_is_the_row_by_row_batch_to_the_bit(sizes):
             np.testing.assert_array_equal(got_array, want_array)
     # the generators are left in the same state
     assert new_rng.integers(0, 2**62) == old_rng.integers(0, 2**62)
+
+
+@pytest.mark.parametrize("step", OTHER_STEPS)
+@pytest.mark.parametrize("ablation", [dict(ramp="turns"), dict(temperature=False),
+                                      dict(ramp="turns", beta_fast=1.0, beta_slow=1 / 32)],
+                         ids=str)
+@pytest.mark.parametrize("n_layers", LAYERS)
+def test_the_fast_step_is_the_readable_step_for_chapter_09s_yarn_ablations(ablation, n_layers,
+                                                                             step):
+    """The experiments' YarnAblationConfig is not a field of ModelConfig: the steps see it
+    only through config.rope, which both must ask (a step that rebuilt RoPE from the
+    fields would train plain YaRN and fail here)."""
+    from attnlab.experiments.context_extension import yarn_ablation
+
+    plain = ModelConfig(**{**BASE, "n_layers": n_layers}, positional="rope",
+                        rope_scaling="yarn", rope_scale=4.0, rope_original_max_len=4)
+    config = yarn_ablation(plain, **ablation)
+    params = init_params(config, np.random.default_rng(1))
+    batch = batch_for(config)
+    assert_same_step(config, params, batch, step=step)
+    plain_loss = loss_grads_accuracy(params, batch, plain)[0]
+    assert loss_grads_accuracy(params, batch, config)[0] != pytest.approx(plain_loss, rel=1e-6)

@@ -108,15 +108,12 @@ class ModelConfig:
         RoPE's base and its context scale s = L′ / L (1: plain RoPE). How s acts is
         ``rope_scaling``'s: only ``"pi"`` divides the positions (``positions / s``); NTK
         enlarges the base and YaRN changes each pair's frequency.
-    rope_scaling : {"pi", "ntk", "yarn", "yarn_turns", "yarn_no_temp"}
+    rope_scaling : {"pi", "ntk", "yarn"}
         How ``rope_scale`` stretches the context (``attnlab.positional.ROPE_SCALINGS``;
         see :class:`attnlab.positional.RoPE`): position interpolation (the default),
-        NTK-aware base, YaRN with its attention temperature, and chapter 10's two
-        ablations of YaRN: its ramp linear in the number of turns as the paper writes it
-        (``"yarn_turns"``) and its frequencies without the temperature
-        (``"yarn_no_temp"``).
+        NTK-aware base, or YaRN with its attention temperature.
     rope_original_max_len : int, optional
-        The trained length the three YaRN scalings need; None means ``max_len``.
+        The trained length YaRN needs; None means ``max_len``.
     t5_n_buckets, t5_max_distance : int
         The T5 bias's buckets and where their log spacing ends
         (:func:`attnlab.positional.t5_buckets`); one learned number per bucket and head,

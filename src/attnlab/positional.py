@@ -3,9 +3,11 @@
 Pure numpy. Absolute encodings (sinusoidal, learned) return vectors that are added to
 the token embeddings; RoPE rotates queries and keys inside attention (in either layout of
 its pairs, or only a part of each head: partial rotary); ALiBi adds a bias to the scores.
-RoPE is stretched to a longer context by position interpolation, the NTK-aware base,
-YaRN or two ablations of YaRN (``ROPE_SCALINGS``, :func:`rope_inv_freq`, what the model
-runs); the dynamic NTK base and Llama 3.1's rule are here to be compared with them.
+RoPE is stretched to a longer context by position interpolation, the NTK-aware base or
+YaRN (``ROPE_SCALINGS``, :func:`rope_inv_freq`, what the model runs); the paper's own
+ramp of YaRN (:func:`yarn_turns_inv_freq`), the dynamic NTK base and Llama 3.1's rule are
+here to be compared with them (chapters 09 and 10 take YaRN apart with
+:mod:`attnlab.experiments.context_extension`'s ``YarnAblation``).
 Shapes use the vocabulary of the package docstring.
 """
 
@@ -29,13 +31,10 @@ from attnlab._validate import (
 )
 
 ROPE_CONVENTIONS = ("interleaved", "half")
-#: How RoPE is stretched to a longer context: position interpolation, NTK-aware base, YaRN
-#: (its ramp over the pair index, as the reference code and transformers), and two
-#: ablations of YaRN: the ramp linear in the number of turns r as Peng et al. write it
-#: (``"yarn_turns"``), and YaRN's frequencies without its temperature (``"yarn_no_temp"``).
-ROPE_SCALINGS = ("pi", "ntk", "yarn", "yarn_turns", "yarn_no_temp")
-#: The scalings that need the trained length (their bands are counted in turns over it).
-YARN_SCALINGS = ("yarn", "yarn_turns", "yarn_no_temp")
+#: How RoPE is stretched to a longer context: position interpolation, NTK-aware base and
+#: YaRN (its ramp over the pair index, as the reference code and transformers; it needs
+#: the trained length, since its band is counted in turns over it).
+ROPE_SCALINGS = ("pi", "ntk", "yarn")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 
 
@@ -286,17 +285,14 @@ class RoPE:
     scale : float
         The context scale s = L′ / L, the target length over the trained length (1 = plain
         RoPE, whatever ``scaling``).
-    scaling : {"pi", "ntk", "yarn", "yarn_turns", "yarn_no_temp"}
+    scaling : {"pi", "ntk", "yarn"}
         How the context is stretched by ``scale``: ``"pi"`` divides every position by s
         (position interpolation, the behaviour of ``scale`` alone); ``"ntk"`` keeps the
         positions and enlarges the base (:func:`ntk_scaled_base`); ``"yarn"`` uses
         :func:`yarn_inv_freq` and multiplies the rotated q and k by
         :func:`yarn_attention_factor`, so the scores get YaRN's temperature.
-        ``"yarn_turns"`` is YaRN with the paper's ramp, linear in the number of turns
-        (:func:`yarn_turns_inv_freq`), and ``"yarn_no_temp"`` is ``"yarn"`` without the
-        temperature: the two ablations of chapter 10.
     original_max_len : int, optional
-        The trained length L; required by the three YaRN scalings.
+        The trained length L; required by ``"yarn"``.
     beta_fast, beta_slow : float
         YaRN's band limits in rotations over ``original_max_len`` (32 and 1 for LLaMA).
 
@@ -318,7 +314,7 @@ class RoPE:
         choice(self.scaling, "scaling", ROPE_SCALINGS)
         if self.original_max_len is not None:
             positive_int(self.original_max_len, "original_max_len")
-        if self.scaling in YARN_SCALINGS:
+        if self.scaling == "yarn":
             if self.original_max_len is None:
                 raise ValueError(
                     f"scaling={self.scaling!r} には訓練時の長さ original_max_len が必要です: "
@@ -329,8 +325,7 @@ class RoPE:
     @property
     def attention_factor(self) -> float:
         """What q and k are multiplied by after the rotation: 1, or YaRN's √(1/t)."""
-        with_temperature = self.scaling in ("yarn", "yarn_turns")
-        return yarn_attention_factor(self.scale) if with_temperature else 1.0
+        return yarn_attention_factor(self.scale) if self.scaling == "yarn" else 1.0
 
     def inv_freq(self, d_head: int) -> np.ndarray:
         """Angle per position of each pair with these settings: (Dh/2,)."""
@@ -568,9 +563,8 @@ def rope_inv_freq(
 ) -> np.ndarray:
     """Angle per position of each RoPE pair after stretching the context ``scale`` times.
 
-    ``"pi"``: θ_i / s; ``"ntk"``: θ_i of :func:`ntk_scaled_base`; ``"yarn"`` and
-    ``"yarn_no_temp"`` (the same frequencies): :func:`yarn_inv_freq`; ``"yarn_turns"``:
-    :func:`yarn_turns_inv_freq` (the YaRN scalings need ``original_max_len``). With
+    ``"pi"``: θ_i / s; ``"ntk"``: θ_i of :func:`ntk_scaled_base`; ``"yarn"``:
+    :func:`yarn_inv_freq` (it needs ``original_max_len``). With
     ``scale = 1`` every method gives the plain θ_i = base^(−2i/Dh).
 
     Returns
@@ -591,9 +585,6 @@ def rope_inv_freq(
     if original_max_len is None:
         raise ValueError(f"scaling={scaling!r} には訓練時の長さ original_max_len が必要です: "
                          "original_max_len=None")
-    if scaling == "yarn_turns":
-        return yarn_turns_inv_freq(d_head, base, scale, original_max_len,
-                                   beta_fast=beta_fast, beta_slow=beta_slow)
     return yarn_inv_freq(d_head, base, scale, original_max_len, beta_fast=beta_fast,
                          beta_slow=beta_slow)
 

@@ -7,9 +7,8 @@ with each head switched off alone (:func:`ablation_losses`) and the pruning curv
 (:func:`pruning_curve`).
 """
 
-from typing import NamedTuple
-
 import math
+from typing import NamedTuple
 
 import numpy as np
 

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from attnlab._validate import choice, generator, positive_int
+from attnlab.experiments.context_extension import yarn_ablation
 from attnlab.model import ModelConfig, check_config, forward
 from attnlab.parallel import on_cores, on_threads
 from attnlab.training import cosine_lr, train
@@ -122,19 +123,29 @@ def length_config(kind: str, train_len: int = LENGTH_TRAIN_LEN, *,
                        positional=TRAINED_KINDS[kind], rope_original_max_len=train_len)
 
 
+#: The chapter's two ablations of YaRN, by the name :func:`method_config` takes: the
+#: paper's ramp γ(r), linear in the turns, and YaRN without its temperature. They are
+#: the experiment's, not the model's:
+#: :func:`attnlab.experiments.context_extension.yarn_ablation`.
+YARN_ABLATIONS = {"yarn_turns": {"ramp": "turns"}, "yarn_no_temp": {"temperature": False}}
+
+
 def method_config(config: ModelConfig, scaling: str | None, train_len: int,
-                  eval_len: int) -> ModelConfig:
+                  eval_len: int, *, band: dict | None = None) -> ModelConfig:
     """The trained model's settings for running at ``eval_len``.
 
     With ``scaling`` None the model runs unchanged (RoPE: extrapolation); with
     ``"pi"``, ``"ntk"`` or ``"yarn"`` the RoPE settings are stretched by
-    s = eval_len / train_len (s = 1 at the training length changes nothing).
+    s = eval_len / train_len (s = 1 at the training length changes nothing); with a
+    name of :data:`YARN_ABLATIONS`, YaRN with one part changed. ``band``
+    (``{"beta_fast": β, "beta_slow": α}``) sets YaRN's band for the YaRN methods.
 
     Taught in chapter 10.
     """
     config = check_config(config)
     if scaling is None:
         return config
+    choice(scaling, "scaling", ("pi", "ntk", "yarn", *YARN_ABLATIONS))
     if config.positional != "rope":
         raise ValueError(
             f"scaling={scaling!r} は RoPE のモデルにだけ使えます: positional={config.positional!r}"
@@ -146,8 +157,14 @@ def method_config(config: ModelConfig, scaling: str | None, train_len: int,
             f"eval_len={eval_len} が train_len={train_len} より短いです: 伸ばす方法は "
             "訓練より長い系列のためのものです"
         )
-    return dataclasses.replace(config, rope_scale=eval_len / train_len, rope_scaling=scaling,
-                               rope_original_max_len=train_len)
+    stretched = dataclasses.replace(
+        config, rope_scale=eval_len / train_len, rope_original_max_len=train_len,
+        rope_scaling="yarn" if scaling in YARN_ABLATIONS else scaling)
+    if scaling not in YARN_ABLATIONS and band is None:
+        return stretched
+    if stretched.rope_scaling != "yarn":
+        raise ValueError(f"band は YaRN の方法にだけ使えます: scaling={scaling!r}")
+    return yarn_ablation(stretched, **YARN_ABLATIONS.get(scaling, {}), **(band or {}))
 
 
 def accuracy_from(params: dict, batch, config: ModelConfig, start: int = 0) -> float:
@@ -658,22 +675,6 @@ LENGTH_STUDY_TOLERANCES = {"accuracy": 0.005, "accuracy_half": 0.005, "curve": 0
                            "by_period_half": 0.01}
 
 
-@dataclasses.dataclass(frozen=True)
-class _BandConfig(ModelConfig):
-    """ModelConfig with YaRN's band (α, β) set: only for the study's rescaled ablation."""
-
-    yarn_beta_fast: float = 32.0
-    yarn_beta_slow: float = 1.0
-
-    @property
-    def rope(self):
-        rope = super().rope
-        if rope is None or rope.scaling == "pi":
-            return rope
-        return dataclasses.replace(rope, beta_fast=self.yarn_beta_fast,
-                                   beta_slow=self.yarn_beta_slow)
-
-
 def _study_task(name: str, config: dict):
     """The task object of one entry of ``config["tasks"]``."""
     from attnlab import tasks
@@ -768,13 +769,8 @@ def _study_methods(config: dict, kind: str) -> dict:
     methods = {}
     for label, (scaling, which) in STUDY_ROPE_METHODS.items():
         def make(cfg, length, scaling=scaling, which=which):
-            cfg = method_config(cfg, scaling, L, length)
-            if which == "rescaled":
-                cfg = _BandConfig(**{f.name: getattr(cfg, f.name)
-                                     for f in dataclasses.fields(ModelConfig)},
-                                  yarn_beta_fast=band["beta_fast"],
-                                  yarn_beta_slow=band["beta_slow"])
-            return cfg
+            return method_config(cfg, scaling, L, length,
+                                 band=band if which == "rescaled" else None)
         methods[label] = make
     return methods
 

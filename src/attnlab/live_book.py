@@ -56,11 +56,15 @@ import html
 import json
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
-from attnlab.widgets.core import LIVE_HINT, LIVE_MIME, LIVE_NOTE
+from attnlab.widgets.core import (  # symbols_html: the live figures' labels typeset the same way
+    LIVE_HINT,
+    LIVE_MIME,
+    LIVE_NOTE,
+    symbols_html,
+)
 
 #: The most states a live figure may have (all are drawn into the page).
 MAX_STATES = 200
@@ -141,26 +145,6 @@ def _indices(description: dict[str, Any], number: int) -> tuple[int, ...]:
         out.append(number % count)
         number //= count
     return tuple(reversed(out))
-
-
-#: A symbol with a subscript in a control's label or value: d_k, d_model, W_O, √d_k.
-SUBSCRIPT = re.compile(r"\b([A-Za-z])_(\{[^}]+\}|[A-Za-z0-9]+)")
-
-
-def symbols_html(text: str) -> str:
-    """``text`` escaped for HTML, its symbols with subscripts written as the book writes
-    them: ``d_k`` becomes an italic *d* with a subscript k (``<i>d</i><sub>k</sub>``).
-
-    Not taught: machinery of the book's build.
-    """
-    out, end = [], 0
-    for match in SUBSCRIPT.finditer(text):
-        out.append(html.escape(text[end:match.start()]))
-        letter, sub = match.group(1), match.group(2).strip("{}")
-        out.append(f"<i>{html.escape(letter)}</i><sub>{html.escape(sub)}</sub>")
-        end = match.end()
-    out.append(html.escape(text[end:]))
-    return "".join(out)
 
 
 def controls_html(description: dict[str, Any], prefix: str) -> str:

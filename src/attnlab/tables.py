@@ -81,9 +81,9 @@ def math_html(text: str) -> str:
     ``d_k`` → ``<i>d</i><sub><i>k</i></sub>``, ``d_model`` → ``<i>d</i><sub>model</sub>``
     (a word upright), ``√d_k`` → ``√<i>d</i><sub><i>k</i></sub>``, ``γ̃_0`` →
     ``<i>γ̃</i><sub>0</sub>``, ``QK^T`` → ``<i>QK</i><sup>⊤</sup>``, the vectors of
-    ``Var[q·k]`` and the variables of ``‖∂p/∂q‖`` in italic; everything else is escaped as it is. A name is left alone:
-    an underscore inside a word (``raw_scores``) or a subscript of 3 letters or more
-    that is not a word of notation (``n_heads``).
+    ``Var[q·k]`` and the variables of ``‖∂p/∂q‖`` in italic; everything else is escaped
+    as it is. A name is left alone: an underscore inside a word (``raw_scores``) or a
+    subscript of 3 letters or more that is not a word of notation (``n_heads``).
 
     Parameters
     ----------

@@ -74,7 +74,9 @@ def without_repeated_arxiv(entry: Entry) -> Entry:
         fields["journal"] = "arXiv preprint"
     if fields == dict(entry.fields):
         return entry
-    return Entry(entry.type, fields=fields, persons=entry.persons)
+    kept = Entry(entry.type, fields=fields, persons=entry.persons)
+    kept.key = entry.key  # sphinxcontrib-bibtex links a citation to its entry by key
+    return kept
 
 
 class Style(PlainStyle):

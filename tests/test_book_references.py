@@ -30,8 +30,11 @@ def test_a_label_is_author_and_year_as_the_text_cites(authors, label):
 def test_an_arxiv_id_is_given_once_by_its_url():
     url = "https://arxiv.org/abs/1706.03762"
     assert ARXIV_URL.match(url)["id"] == "1706.03762"
-    note = without_repeated_arxiv(_entry(["A, B"], note="arXiv:1706.03762", url=url))
+    entry = _entry(["A, B"], note="arXiv:1706.03762", url=url)
+    entry.key = "vaswani2017attention"
+    note = without_repeated_arxiv(entry)
     assert "note" not in note.fields and note.fields["url"] == url
+    assert note.key == "vaswani2017attention"  # the key links citations to the entry
     dated = without_repeated_arxiv(_entry(["A, B"], note="arXiv:1706.03762 (2023)", url=url))
     assert "note" not in dated.fields
     journal = without_repeated_arxiv(
@@ -60,7 +63,9 @@ def test_the_books_references_get_distinct_labels_and_each_arxiv_id_once():
     assert not any(label[0].isdigit() for label in labels)
     backend = find_plugin("pybtex.backends", "text")()
     for label, entry in zip(labels, entries, strict=True):
-        text = style.format_entry(label, entry).text.render(backend)
+        formatted = style.format_entry(label, entry)
+        assert formatted.key == entry.key
+        text = formatted.text.render(backend)
         match = ARXIV_URL.match(entry.fields.get("url", ""))
         if match:
             assert text.count(match["id"]) == 1, (label, text)

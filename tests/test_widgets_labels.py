@@ -85,3 +85,20 @@ def test_chapter_01s_scaling_buttons_show_a_typeset_root(figures):
     assert controls["d_k"].description == "<i>d</i><sub>k</sub>"
     assert controls["scaled"]._options_labels == ("割らない", "√dₖ で割る")
     assert control_labels(controls["scaled"]) == ("割らない", "√d_k で割る")
+
+
+def test_the_books_controls_show_text_only_values_in_unicode_subscripts():
+    from attnlab.live_book import controls_html
+
+    description = {"figure": "f", "title": "図", "controls": [
+        {"name": "a", "label": "d_k", "kind": "dropdown", "labels": ["h_kv", "d_model"],
+         "default": 0},
+        {"name": "b", "label": "スケーリング", "kind": "slider",
+         "labels": ["割らない", "√d_k で割る"], "default": 1},
+    ]}
+    page = controls_html(description, "p")
+    assert '<label for="p-c0"><i>d</i><sub>k</sub></label>' in page
+    assert ">hₖᵥ</option>" in page and ">d_model</option>" in page  # no subscript d
+    assert 'aria-valuetext="√dₖ で割る"' in page
+    assert "&quot;√dₖ で割る&quot;" in page  # the values the script writes once moved
+    assert "√<i>d</i><sub>k</sub> で割る</output>" in page

@@ -64,6 +64,7 @@ from attnlab.widgets.core import (  # symbols_html: the live figures' labels typ
     LIVE_MIME,
     LIVE_NOTE,
     symbols_html,
+    symbols_unicode,
 )
 
 #: The most states a live figure may have (all are drawn into the page).
@@ -150,7 +151,9 @@ def _indices(description: dict[str, Any], number: int) -> tuple[int, ...]:
 def controls_html(description: dict[str, Any], prefix: str) -> str:
     """The HTML controls of a figure (same kind, label and order as the live ones).
 
-    Labels and values show their symbols as the book writes them (:func:`symbols_html`).
+    Labels and values show their symbols as the book writes them (:func:`symbols_html`);
+    where only text can go (a menu's option, a slider's value once moved) in Unicode
+    subscripts (:func:`attnlab.widgets.core.symbols_unicode`), as in JupyterLab.
 
     Not taught: machinery of the book's build.
     """
@@ -166,12 +169,14 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
                 f'data-default="{default}"')
         kind = control["kind"]
         if kind == "slider":
-            values = esc(json.dumps(labels, ensure_ascii=False))
+            # the JavaScript writes a moved slider's value as text: Unicode subscripts
+            values = esc(json.dumps([symbols_unicode(text) for text in labels],
+                                    ensure_ascii=False))
             parts.append(
                 f'<div class="attnlab-live-control" data-kind="slider" {data}>'
                 f'<label for="{cid}">{label}</label>'
                 f'<input type="range" id="{cid}" min="0" max="{len(labels) - 1}" step="1" '
-                f'value="{default}" aria-valuetext="{esc(labels[default])}" '
+                f'value="{default}" aria-valuetext="{esc(symbols_unicode(labels[default]))}" '
                 f'data-labels="{values}">'
                 f'<output for="{cid}" aria-hidden="true">{symbols_html(labels[default])}'
                 '</output></div>')
@@ -187,7 +192,8 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
                 f'<span role="group" aria-labelledby="{cid}">{buttons}</span></div>')
         elif kind == "dropdown":
             options = "".join(
-                f'<option value="{i}"{" selected" if i == default else ""}>{esc(text)}</option>'
+                f'<option value="{i}"{" selected" if i == default else ""}>'
+                f'{esc(symbols_unicode(text))}</option>'
                 for i, text in enumerate(labels))
             parts.append(
                 f'<div class="attnlab-live-control" data-kind="dropdown" {data}>'

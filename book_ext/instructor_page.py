@@ -146,7 +146,7 @@ def time_markdown(chs: list[Chapter]) -> str:
         ex = ch.exercise_minutes
         total = ch.total_minutes
         rows.append(
-            f"| {_doc(ch)} | {ch.prose_chars} | {ch.code_cells} | {minutes(ch.reading_minutes)} "
+            f"| {_doc(ch)} | {ch.prose_chars:,} | {ch.code_cells} | {minutes(ch.reading_minutes)} "
             f"| {'未記入あり' if ex is None else minutes(ex)} "
             f"| {'—' if total is None else minutes(total)} |")
     known = [ch.total_minutes for ch in chs]

@@ -116,3 +116,9 @@ def test_every_chapter_and_exercise_is_in_the_exercise_table():
         assert chapter.title in text
         for exercise in chapter.exercises:
             assert f"{{ref}}`{exercise.label} <{exercise.label}>`" in text
+
+
+def test_the_time_table_writes_thousands_with_a_separator():
+    """m6 of issue 48: 「12441」 sat beside tables that write 1,342,177,280."""
+    table = time_markdown([Chapter("p", "t", 12441, 1, (Exercise("a", "実装", 10, "."),))])
+    assert "| 12,441 |" in table and "12441" not in table

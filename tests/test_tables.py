@@ -144,6 +144,10 @@ def test_numpy_integers_are_integers_and_row_headers_can_be_asked_for():
     ("スコア QK^T/√d_k", "スコア <i>QK</i><sup>⊤</sup>/√<i>d</i><sub><i>k</i></sub>"),
     ("Var[q·k/√d_k]", "Var[<i>q</i>·<i>k</i>/√<i>d</i><sub><i>k</i></sub>]"),
     ("出力 Concat·W_O", "出力 Concat·<i>W</i><sub><i>O</i></sub>"),
+    ("‖∂p/∂q‖・√d_k で割る", "‖∂<i>p</i>/∂<i>q</i>‖・√<i>d</i><sub><i>k</i></sub> で割る"),
+    ("‖∂p/∂q_0‖", "‖∂<i>p</i>/∂<i>q</i><sub>0</sub>‖"),
+    ("∂x/∂θ", "∂<i>x</i>/∂<i>θ</i>"),
+    ("∂pos と ∂", "∂pos と ∂"),  # a word after ∂ stays as written
 ])
 def test_math_html_sets_plain_text_symbols_as_math(text, shown):
     assert math_html(text) == shown

@@ -56,11 +56,16 @@ import html
 import json
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
-from attnlab.widgets.core import LIVE_HINT, LIVE_MIME, LIVE_NOTE
+from attnlab.widgets.core import (  # symbols_html: the live figures' labels typeset the same way
+    LIVE_HINT,
+    LIVE_MIME,
+    LIVE_NOTE,
+    symbols_html,
+    symbols_unicode,
+)
 
 #: The most states a live figure may have (all are drawn into the page).
 MAX_STATES = 200
@@ -143,30 +148,12 @@ def _indices(description: dict[str, Any], number: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-#: A symbol with a subscript in a control's label or value: d_k, d_model, W_O, √d_k.
-SUBSCRIPT = re.compile(r"\b([A-Za-z])_(\{[^}]+\}|[A-Za-z0-9]+)")
-
-
-def symbols_html(text: str) -> str:
-    """``text`` escaped for HTML, its symbols with subscripts written as the book writes
-    them: ``d_k`` becomes an italic *d* with a subscript k (``<i>d</i><sub>k</sub>``).
-
-    Not taught: machinery of the book's build.
-    """
-    out, end = [], 0
-    for match in SUBSCRIPT.finditer(text):
-        out.append(html.escape(text[end:match.start()]))
-        letter, sub = match.group(1), match.group(2).strip("{}")
-        out.append(f"<i>{html.escape(letter)}</i><sub>{html.escape(sub)}</sub>")
-        end = match.end()
-    out.append(html.escape(text[end:]))
-    return "".join(out)
-
-
 def controls_html(description: dict[str, Any], prefix: str) -> str:
     """The HTML controls of a figure (same kind, label and order as the live ones).
 
-    Labels and values show their symbols as the book writes them (:func:`symbols_html`).
+    Labels and values show their symbols as the book writes them (:func:`symbols_html`);
+    where only text can go (a menu's option, a slider's value once moved) in Unicode
+    subscripts (:func:`attnlab.widgets.core.symbols_unicode`), as in JupyterLab.
 
     Not taught: machinery of the book's build.
     """
@@ -182,12 +169,14 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
                 f'data-default="{default}"')
         kind = control["kind"]
         if kind == "slider":
-            values = esc(json.dumps(labels, ensure_ascii=False))
+            # the JavaScript writes a moved slider's value as text: Unicode subscripts
+            values = esc(json.dumps([symbols_unicode(text) for text in labels],
+                                    ensure_ascii=False))
             parts.append(
                 f'<div class="attnlab-live-control" data-kind="slider" {data}>'
                 f'<label for="{cid}">{label}</label>'
                 f'<input type="range" id="{cid}" min="0" max="{len(labels) - 1}" step="1" '
-                f'value="{default}" aria-valuetext="{esc(labels[default])}" '
+                f'value="{default}" aria-valuetext="{esc(symbols_unicode(labels[default]))}" '
                 f'data-labels="{values}">'
                 f'<output for="{cid}" aria-hidden="true">{symbols_html(labels[default])}'
                 '</output></div>')
@@ -203,7 +192,8 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
                 f'<span role="group" aria-labelledby="{cid}">{buttons}</span></div>')
         elif kind == "dropdown":
             options = "".join(
-                f'<option value="{i}"{" selected" if i == default else ""}>{esc(text)}</option>'
+                f'<option value="{i}"{" selected" if i == default else ""}>'
+                f'{esc(symbols_unicode(text))}</option>'
                 for i, text in enumerate(labels))
             parts.append(
                 f'<div class="attnlab-live-control" data-kind="dropdown" {data}>'

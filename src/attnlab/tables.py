@@ -59,6 +59,8 @@ _SYMBOL = re.compile(r"(?<![\w/.\-])(√)?([A-Za-zα-ωΑ-Ω][\u0300-\u036f]?)_"
 _TRANSPOSE = re.compile(r"(?<![\w/.\-])([A-Z]+)\^T(?!\w)")
 #: A one-letter vector in a product written as plain text: the q and k of Var[q·k].
 _PRODUCT_LETTER = re.compile(r"(?<=[\[·])([a-z])(?=[·/\]])")
+#: A one-letter variable of a derivative written as plain text: the p and q of ∂p/∂q.
+_PARTIAL_LETTER = re.compile(r"(?<=∂)([A-Za-zα-ω])(?![\w])")
 #: A column header that is one letter: a variable (h, L).
 _LETTER = re.compile(r"[A-Za-z]")
 #: Subscripts that are words, set upright (STYLE.md: d_\text{model}).
@@ -79,9 +81,9 @@ def math_html(text: str) -> str:
     ``d_k`` → ``<i>d</i><sub><i>k</i></sub>``, ``d_model`` → ``<i>d</i><sub>model</sub>``
     (a word upright), ``√d_k`` → ``√<i>d</i><sub><i>k</i></sub>``, ``γ̃_0`` →
     ``<i>γ̃</i><sub>0</sub>``, ``QK^T`` → ``<i>QK</i><sup>⊤</sup>``, the vectors of
-    ``Var[q·k]`` in italic; everything else is escaped as it is. A name is left alone:
-    an underscore inside a word (``raw_scores``) or a subscript of 3 letters or more
-    that is not a word of notation (``n_heads``).
+    ``Var[q·k]`` and the variables of ``‖∂p/∂q‖`` in italic; everything else is escaped
+    as it is. A name is left alone: an underscore inside a word (``raw_scores``) or a
+    subscript of 3 letters or more that is not a word of notation (``n_heads``).
 
     Parameters
     ----------
@@ -98,7 +100,8 @@ def math_html(text: str) -> str:
     if not isinstance(text, str):
         raise ValueError(f"text は文字列にしてください: {text!r}（{type(text).__name__}）")
     def plain(part: str) -> str:
-        return _PRODUCT_LETTER.sub(r"<i>\1</i>", html.escape(part))
+        part = _PRODUCT_LETTER.sub(r"<i>\1</i>", html.escape(part))
+        return _PARTIAL_LETTER.sub(r"<i>\1</i>", part)
 
     out, last = [], 0
     spans = sorted([*_SYMBOL.finditer(text), *_TRANSPOSE.finditer(text)],

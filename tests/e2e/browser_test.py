@@ -44,7 +44,9 @@ or ``$CHROMIUM``). Per page:
   light and dark mode (:data:`LAYOUT_JS`): no figure whose shown aspect ratio differs from
   its PNG's by more than 1 %, no page wider than the screen, no display equation whose
   glyphs reach outside the box that scrolls it (the ⊤ of Qᵀ), no table cut by its box
-  without a scroll cue (fade, tab stop, note), and at 390 px a figure whose text is under
+  without a scroll cue (fade, tab stop, note), at 390 px the 記号表 (``book/notation``)
+  shows its tables of class ``attnlab-notation`` with every row's 「意味」 within the
+  screen, and at 390 px a figure whose text is under
   ``MIN_TEXT_PX`` opens at full size (a link to its own file); on the text
   (:data:`PAGE_TEXT_JS`): no space a line may break at between a number and its counter
   (「3 つ」「第 4 章」 keep U+00A0), no plain-text math with an underscore (``d_k``)
@@ -251,6 +253,9 @@ UNIT_WRAP_JS = r"""() => {
 #   and the ⊤ of Qᵀ, its box at the very edge, lost its bar);
 # - cut: tables wider than the box that clips them, where that box does not say it scrolls
 #   (class attnlab-scrolls-right/-left), is no tab stop, or (a table) has no note under it;
+# - notation: the 記号表's tables (in a container of class attnlab-notation): how many are
+#   shown, and each row whose 「意味」 cell (the column headed 意味…, else the last) is not
+#   within the window (at a phone's width the rows are stacked, the meaning below);
 # - small: figures whose smallest text is under the limit at this width and that do not
 #   open at full size (a link to the picture's own file; a live figure's link follows its
 #   state), with what the PNG records to compute the text size.
@@ -324,9 +329,28 @@ LAYOUT_JS = r"""async () => {
                 cue, tab: clip.tabIndex, note: !!note});
     }
   }
+  const notation = {tables: 0, rows: 0, hidden: []};
+  for (const table of main.querySelectorAll(".attnlab-notation table")) {
+    if (!table.checkVisibility()) continue;
+    notation.tables += 1;
+    const head = [...table.querySelectorAll("thead th")].map(th => th.innerText.trim());
+    const meaning = head.findIndex(text => text.startsWith("意味"));
+    for (const row of table.querySelectorAll("tbody tr")) {
+      const cell = row.children[meaning < 0 ? row.children.length - 1 : meaning];
+      notation.rows += 1;
+      const r = cell ? cell.getBoundingClientRect() : null;
+      if (!cell || !cell.checkVisibility() || r.width < 1 || r.left < -1 ||
+          r.right > window.innerWidth + 1) {
+        const text = row.innerText.replace(/\s+/g, " ").trim();
+        notation.hidden.push({row: [...text].slice(0, 30).join(""), meaning,
+                              left: r ? Math.round(r.left) : null,
+                              right: r ? Math.round(r.right) : null});
+      }
+    }
+  }
   folded.forEach(e => e.classList.add("toggle-hidden"));
   if (window.attnlabScrollCues) window.attnlabScrollCues();
-  return {squashed, figures, clipped, cut,
+  return {squashed, figures, clipped, cut, notation,
           pageWidth: document.documentElement.scrollWidth, window: window.innerWidth};
 }"""
 
@@ -788,6 +812,9 @@ def check_figures(tab, site: Path | None, page: str, design: DesignFindings,
     return sizes
 
 
+#: The page whose tables (class attnlab-notation) must show their 「意味」 on a phone.
+NOTATION_PAGE = "book/notation"
+
 #: The phone of issue 48: 390 CSS pixels wide, a touch screen, one device pixel per CSS
 #: pixel (the figures' text size is in CSS pixels either way).
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True,
@@ -815,6 +842,17 @@ def check_layout(tab, site: Path | None, page: str, where: str, design: "DesignF
         problems.append(f"{where}：表が枠より {item['over']} px 広いのに、スクロールの手がかりが"
                         f"ありません（フェード {item['cue']}、tabIndex {item['tab']}、"
                         f"注記 {item['note']}）：{item['table']!r}")
+    # the 記号表 on a phone (second read, minor 3): each row's 「意味」 inside the screen
+    # (_static/attnlab-typography.css stacks the rows of .attnlab-notation under 600 px)
+    notation = layout["notation"]
+    if layout["window"] <= 600:
+        if page == NOTATION_PAGE and notation["tables"] == 0:
+            problems.append(f"{where}：記号表に .attnlab-notation の表がありません"
+                            "（book/notation.md が表をその container に入れる）")
+        for item in notation["hidden"]:
+            problems.append(f"{where}：記号表の行の「意味」が画面の外です（左 {item['left']}"
+                            f" px、右 {item['right']} px、画面 {layout['window']} px）："
+                            f"{item['row']!r}")
     small = 0
     if site is not None:
         for figure in layout["figures"]:

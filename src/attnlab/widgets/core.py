@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import inspect
 import itertools
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -172,12 +174,22 @@ def control_kind(control: widgets.Widget) -> str:
     return "slider"
 
 
+def control_label(control: widgets.Widget) -> str:
+    """A control's label as written (``d_k``), not as typeset for the reader.
+
+    Not taught: machinery for writing a live figure (widgets/README.md).
+    """
+    return getattr(control, "attnlab_label", None) or getattr(control, "description", "")
+
+
 def control_labels(control: widgets.Widget) -> tuple[str, ...]:
     """The text shown for each value of ``control``, in the order of :func:`control_values`.
 
     Not taught: machinery for writing a live figure (widgets/README.md).
     """
-    labels = getattr(control, "_options_labels", None)
+    labels = getattr(control, "attnlab_labels", None)  # plain, as written (toggle, …)
+    if labels is None:
+        labels = getattr(control, "_options_labels", None)
     if labels is not None:
         return tuple(str(label) for label in labels)
     values = control_values(control)
@@ -353,7 +365,7 @@ class InteractiveFigure:
             "figure": self.name,
             "title": self.title,
             "controls": [
-                {"name": name, "label": getattr(control, "description", "") or name,
+                {"name": name, "label": control_label(control) or name,
                  "kind": control_kind(control), "labels": list(control_labels(control)),
                  "default": control_values(control).index(control.value)}
                 for name, control in self.controls.items()
@@ -403,6 +415,72 @@ def interactive_figure(
 # --- the controls, built one way for every figure ---------------------------------------
 # The three kinds the book renders (control_kind), each over a small discrete domain:
 # ``options`` are values, or (label, value) pairs where the label should differ.
+#
+# A label names its symbols as the code does (「d_k」「√d_k で割る」「d_model」): that plain
+# label is what the book's build reads (describe) and what alt texts and the prose quote.
+# What a reader sees is typeset: the description as HTML (<i>d</i><sub>k</sub>: ipywidgets 8
+# with description_allow_html, JupyterLab, Notebook 7, Colab), the book's controls through
+# the same symbols_html (attnlab.live_book); a button's or a menu's value is plain text in
+# ipywidgets, so there the subscript is a Unicode one where every letter has one
+# (「√dₖ で割る」) and the code's name otherwise.
+
+#: A symbol with a subscript in a control's label or value: d_k, d_model, W_O, √d_k.
+SUBSCRIPT = re.compile(r"\b([A-Za-z])_(\{[^}]+\}|[A-Za-z0-9]+)")
+
+#: The subscript letters and digits Unicode has (no b, c, d, f, g, q, w, y, z).
+_UNICODE_SUBSCRIPTS = dict(zip("0123456789aehijklmnoprstuvx",
+                               "₀₁₂₃₄₅₆₇₈₉ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", strict=True))
+
+
+def symbols_html(text: str) -> str:
+    """``text`` escaped for HTML, its symbols with subscripts written as the book writes
+    them: ``d_k`` becomes an italic *d* with a subscript k (``<i>d</i><sub>k</sub>``).
+
+    Not taught: machinery of the book's build and of the live figures' labels.
+    """
+    out, end = [], 0
+    for match in SUBSCRIPT.finditer(text):
+        out.append(html.escape(text[end:match.start()]))
+        letter, sub = match.group(1), match.group(2).strip("{}")
+        out.append(f"<i>{html.escape(letter)}</i><sub>{html.escape(sub)}</sub>")
+        end = match.end()
+    out.append(html.escape(text[end:]))
+    return "".join(out)
+
+
+def symbols_unicode(text: str) -> str:
+    """``text`` for a place that shows plain text only (a button or a menu of ipywidgets):
+    a symbol's subscript in Unicode subscripts where every letter has one (``√d_k`` →
+    ``√dₖ``), the code's name otherwise (``d_model``: Unicode has no subscript d).
+
+    Not taught: machinery of the live figures' labels.
+    """
+    def sub(match: re.Match) -> str:
+        letters = match.group(2).strip("{}")
+        if all(c in _UNICODE_SUBSCRIPTS for c in letters):
+            return match.group(1) + "".join(_UNICODE_SUBSCRIPTS[c] for c in letters)
+        return match.group(0)
+
+    return SUBSCRIPT.sub(sub, text)
+
+
+def _is_pair(option: Any) -> bool:
+    return isinstance(option, tuple) and len(option) == 2 and isinstance(option[0], str)
+
+
+def _typeset(make, options, value: Any, description: str, **kwargs) -> widgets.Widget:
+    """``make(options=…, value=…, description=…)`` with its symbols typeset (the comment
+    above); the plain labels stay on the control for :func:`control_labels` and
+    :meth:`InteractiveFigure.describe`."""
+    options = list(options)
+    shown = [(symbols_unicode(o[0]), o[1]) if _is_pair(o) else o for o in options]
+    control = make(options=shown, value=value, description=symbols_html(description),
+                   description_allow_html=True, **kwargs)
+    control.attnlab_label = description
+    control.attnlab_labels = tuple(
+        o[0] if _is_pair(o) else str(label)
+        for o, label in zip(options, control._options_labels, strict=True))
+    return control
 
 
 def toggle(options, value: Any, description: str) -> widgets.ToggleButtons:
@@ -410,8 +488,8 @@ def toggle(options, value: Any, description: str) -> widgets.ToggleButtons:
 
     Not taught: machinery for writing a live figure (widgets/README.md).
     """
-    return widgets.ToggleButtons(options=list(options), value=value, description=description,
-                                 style={"button_width": "auto"})
+    return _typeset(widgets.ToggleButtons, options, value, description,
+                    style={"button_width": "auto"})
 
 
 def slider(options, value: Any, description: str) -> widgets.SelectionSlider:
@@ -419,7 +497,7 @@ def slider(options, value: Any, description: str) -> widgets.SelectionSlider:
 
     Not taught: machinery for writing a live figure (widgets/README.md).
     """
-    return widgets.SelectionSlider(options=list(options), value=value, description=description)
+    return _typeset(widgets.SelectionSlider, options, value, description)
 
 
 def dropdown(options, value: Any, description: str) -> widgets.Dropdown:
@@ -427,4 +505,4 @@ def dropdown(options, value: Any, description: str) -> widgets.Dropdown:
 
     Not taught: machinery for writing a live figure (widgets/README.md).
     """
-    return widgets.Dropdown(options=list(options), value=value, description=description)
+    return _typeset(widgets.Dropdown, options, value, description)

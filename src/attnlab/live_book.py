@@ -36,8 +36,12 @@ images, one per page colour.
 moves and tells a screen reader the new state's alt text (a polite live region). Other
 builders, Colab and a notebook opened without running show the PNG; in a kernel the widget
 stays live. A figure with more than :data:`MAX_STATES` states fails the
-build with a message naming it. Drawn states are kept in :data:`CACHE` (keyed by the
-source of ``attnlab`` and matplotlib's version), so a second build draws nothing again.
+build with a message naming it. Drawn states are kept in :data:`CACHE`, keyed by the code
+that draws them (:func:`_source_key`: ``attnlab``'s modules, :func:`state_pngs` and the
+versions of the libraries that draw), so a second build draws nothing again and a picture
+drawn by other code is never read. ``tests/test_widgets.py`` compares each live update
+with the light picture of the same state from the same cache (``make test`` draws every
+state there first: ``make live-states``), so no state's pure render is drawn twice.
 Sphinx reads one page at a time; ``make book`` and ``make build`` therefore draw every
 state first, on every core (:func:`draw_live_states`, ``scripts/live_states.py``), and the
 renderer only reads the pictures. Drawing a state costs a new figure (``plot``, about a
@@ -218,16 +222,29 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
     return "".join(parts)
 
 
-def _source_key() -> str:
-    """A digest of everything a live figure's picture depends on: attnlab's code (but this
-    module, which only places the pictures), matplotlib's version."""
+def _source_key(package: Path | None = None) -> str:
+    """A digest of everything a live figure's picture depends on: the code of ``package``
+    (attnlab's folder) but this module, which only places the pictures, with the one
+    function of this module that draws them (:func:`state_pngs`), and the versions of
+    the libraries that draw (matplotlib, Pillow) or make the figure (numpy, ipywidgets).
+    A cached picture is read only under the key of the code that drew it."""
+    import inspect
+
+    import ipywidgets
     import matplotlib
+    import numpy
+    import PIL
 
     import attnlab
 
-    digest = hashlib.sha256(matplotlib.__version__.encode())
-    for path in sorted(Path(attnlab.__file__).parent.rglob("*.py")):
-        if path.resolve() != Path(__file__).resolve():
+    package = Path(attnlab.__file__).parent if package is None else Path(package)
+    versions = (matplotlib.__version__, PIL.__version__, numpy.__version__,
+                ipywidgets.__version__)
+    digest = hashlib.sha256(" ".join(versions).encode())
+    digest.update(inspect.getsource(state_pngs).encode())
+    for path in sorted(package.rglob("*.py")):
+        if path != package / Path(__file__).name:  # placing, not drawing
+            digest.update(path.relative_to(package).as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -97,7 +97,9 @@ class _Pass:
                 figure.name, self.numbers[key], self.source))
             # redrawing only the changed artists differs from a full draw at most where a
             # redrawn artist now covers an axis spine
-            assert _differing_fraction(figure.image_png, book) < 0.01, state
+            differing = _differing_fraction(figure.image_png, book)
+            assert differing < 0.01, (
+                f"{figure.name} {state}: ライブの更新が本の画像と {differing:.1%} の画素で違います")
             self.pictures[key] = figure.image_png
         return self.pictures[key]
 

@@ -343,3 +343,18 @@ def test_a_drawn_state_is_read_only_under_the_key_of_the_code_that_drew_it(tmp_p
 
     monkeypatch.setattr(live_book, "state_pngs", state_pngs)
     assert live_book._source_key(package) != key
+
+
+def test_the_light_picture_a_test_draws_is_the_builds(tmp_path, monkeypatch, small):
+    """state_light_png (what tests/test_widgets.py compares a live update with) keeps the
+    bytes state_pngs draws; the build then draws the state's pair, the same light bytes."""
+    monkeypatch.setattr(live_book, "CACHE", tmp_path / "cache")
+    figure, source = small(), live_book._source_key()
+    state = list(figure.states())[1]
+    key = live_book.state_key(figure.name, 1, source)
+    light = live_book.state_light_png(figure, state, key)
+    assert light == live_book.state_pngs(figure, state)[0]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [f"{key}-light.png"]
+    assert live_book.state_light_png(figure, state, key) == light  # read, not drawn
+    assert live_book.state_pngs(figure, state, key)[0] == light
+    assert len(list((tmp_path / "cache").iterdir())) == 2

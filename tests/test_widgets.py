@@ -9,8 +9,9 @@ once, live, at the book's resolution (``PNG_SCALE``), and compared with the book
 that state: the pure render the build draws (``scripts/live_states.py``) into its cache of
 drawn states (``attnlab.live_book.CACHE``), keyed by the code that draws it. ``make test``
 draws every state there first, on every core, so this test draws no pure render and the
-build draws none again; run alone, it draws the states it needs into the same cache, as the
-build would. The live side is drawn every time: a cached picture never stands in for it.
+build draws none again; run alone, it draws the light pictures it needs into the same cache
+(``attnlab.live_book.state_light_png``: the build draws a state's dark one with it later).
+The live side is drawn every time: a cached picture never stands in for it.
 """
 
 import base64
@@ -92,8 +93,8 @@ class _Pass:
         key = _key(state)
         if key not in self.pictures:
             # the pure render at PNG_SCALE, as the book shows it: read from the build's
-            # cache, or drawn into it (light and dark) when the build has not drawn it yet
-            book, _ = live_book.state_pngs(figure, state, live_book.state_key(
+            # cache, or drawn into it when the build has not drawn it yet
+            book = live_book.state_light_png(figure, state, live_book.state_key(
                 figure.name, self.numbers[key], self.source))
             # redrawing only the changed artists differs from a full draw at most where a
             # redrawn artist now covers an axis spine

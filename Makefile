@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help book test lint unit nbval build student student-test test-portable test-browser \
+.PHONY: help book test lint live-states unit nbval build student student-test test-portable test-browser \
         test-browser-built test-lab test-parity notebooks colab-cell typography budgets lab grade publish \
         studies study-length_generalization clean distclean
 
@@ -49,7 +49,14 @@ book: warm
 
 # nbval checks the student edition too (tests/nbval_student.py): the cells before a chapter's
 # first exercise run once for both editions, then the student's cells from there on.
-test: lint unit nbval build
+# live-states draws every state of every live figure once, on every core, before unit: the
+# unit test compares each live update with that picture (tests/test_widgets.py), build reads it.
+test: lint live-states unit nbval build
+
+# Every state of every live figure, light and dark, into _build/.attnlab-live-cache (keyed by
+# the code that draws it: a state drawn before by the same code is not drawn again).
+live-states: warm
+	$(BIN)/python -m scripts.live_states --jobs $(JOBS)
 
 # actionlint checks .github/workflows/ (and their run: scripts with shellcheck, where installed).
 lint: $(STAMP)

@@ -312,3 +312,49 @@ def test_a_figure_the_build_cannot_show_is_left_to_the_build(tmp_path, monkeypat
     path = _notebook_with(tmp_path, [unknown, changed])
     drawn, total = live_book.draw_live_states([path], jobs=1)
     assert drawn == 0 and not (tmp_path / "cache").exists()
+
+
+def test_a_drawn_state_is_read_only_under_the_key_of_the_code_that_drew_it(tmp_path, monkeypatch):
+    """A cached picture is never reused after a change of the code that draws it: any module
+    of attnlab, or state_pngs; placing the pictures (the rest of live_book) is not drawing."""
+    import shutil
+    from pathlib import Path
+
+    import attnlab
+
+    package = tmp_path / "attnlab"
+    shutil.copytree(Path(attnlab.__file__).parent, package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    key = live_book._source_key(package)
+    assert key == live_book._source_key()  # the same code, the same key
+    widget = package / "widgets" / "rope.py"
+    code = widget.read_text(encoding="utf-8")
+    widget.write_text(code + "\n_LIMIT = 1.7\n", encoding="utf-8")  # a change, not a new picture
+    assert live_book._source_key(package) != key
+    widget.write_text(code, encoding="utf-8")
+    assert live_book._source_key(package) == key
+    placing = package / "live_book.py"
+    placing.write_text(placing.read_text(encoding="utf-8") + "\n# placing only\n",
+                       encoding="utf-8")
+    assert live_book._source_key(package) == key
+
+    def state_pngs(figure, state, key=None):  # other drawing code in live_book
+        return b"", b""
+
+    monkeypatch.setattr(live_book, "state_pngs", state_pngs)
+    assert live_book._source_key(package) != key
+
+
+def test_the_light_picture_a_test_draws_is_the_builds(tmp_path, monkeypatch, small):
+    """state_light_png (what tests/test_widgets.py compares a live update with) keeps the
+    bytes state_pngs draws; the build then draws the state's pair, the same light bytes."""
+    monkeypatch.setattr(live_book, "CACHE", tmp_path / "cache")
+    figure, source = small(), live_book._source_key()
+    state = list(figure.states())[1]
+    key = live_book.state_key(figure.name, 1, source)
+    light = live_book.state_light_png(figure, state, key)
+    assert light == live_book.state_pngs(figure, state)[0]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [f"{key}-light.png"]
+    assert live_book.state_light_png(figure, state, key) == light  # read, not drawn
+    assert live_book.state_pngs(figure, state, key)[0] == light
+    assert len(list((tmp_path / "cache").iterdir())) == 2

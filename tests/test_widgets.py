@@ -5,7 +5,13 @@ the default state (as a reader does), and, for a figure of at most
 ``ALL_COMBINATIONS_UP_TO`` states, every combination of the controls' domains. A larger
 figure (four controls of six values are 1296 states) is tried one control at a time: the
 combinations grow as a product, the time to render them with it. Each state is drawn
-once, live, and compared with its pure render in the same pass.
+once, live, at the book's resolution (``PNG_SCALE``), and compared with the book's picture of
+that state: the pure render the build draws (``scripts/live_states.py``) into its cache of
+drawn states (``attnlab.live_book.CACHE``), keyed by the code that draws it. ``make test``
+draws every state there first, on every core, so this test draws no pure render and the
+build draws none again; run alone, it draws the light pictures it needs into the same cache
+(``attnlab.live_book.state_light_png``: the build draws a state's dark one with it later).
+The live side is drawn every time: a cached picture never stands in for it.
 """
 
 import base64
@@ -23,9 +29,11 @@ import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from attnlab import live_book  # noqa: E402
 from attnlab.plotting import (  # noqa: E402
     FIGURE_WIDTH,
     MIN_FONT_SIZE,
+    PNG_SCALE,
     figure_to_png,
     new_figure,
     smallest_font_size,
@@ -40,6 +48,7 @@ from attnlab.widgets import (  # noqa: E402
     register_widget,
     render,
 )
+from scripts.book import ROOT  # noqa: E402
 
 WIDGET_NAMES = sorted(WIDGETS)
 
@@ -68,10 +77,12 @@ def _key(state: dict) -> tuple:
 
 class _Pass:
     """Checks each state a figure shows once: drawn live without a message or warning,
-    the controls say that state, and the picture matches the pure render."""
+    the controls say that state, and the live picture matches the book's picture of it."""
 
     def __init__(self, figure):
         self.figure = figure
+        self.numbers = {_key(state): number for number, state in enumerate(figure.states())}
+        self.source = live_book._source_key()  # the code that draws the book's pictures
         self.pictures: dict[tuple, bytes] = {}
 
     def check_shown(self, state: dict) -> bytes:
@@ -81,16 +92,25 @@ class _Pass:
         assert figure.state() == state
         key = _key(state)
         if key not in self.pictures:
-            pure = figure_to_png(render(figure.plot, **state))
+            # the pure render at PNG_SCALE, as the book shows it: read from the build's
+            # cache, or drawn into it when the build has not drawn it yet
+            book = live_book.state_light_png(figure, state, live_book.state_key(
+                figure.name, self.numbers[key], self.source))
             # redrawing only the changed artists differs from a full draw at most where a
             # redrawn artist now covers an axis spine
-            assert _differing_fraction(figure.image_png, pure) < 0.01, state
+            differing = _differing_fraction(figure.image_png, book)
+            assert differing < 0.01, (
+                f"{figure.name} {state}: ライブの更新が本の画像と {differing:.1%} の画素で違います")
             self.pictures[key] = figure.image_png
         return self.pictures[key]
 
 
 @pytest.mark.slow
-def test_every_state_tried_draws_and_matches_the_pure_render(figure):
+@pytest.mark.parametrize("widget", WIDGET_NAMES)
+def test_every_state_tried_draws_and_matches_the_books_picture(widget, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the build's cache is _build/.attnlab-live-cache of the book
+    figure = WIDGETS[widget]()
+    assert figure.set_scale(PNG_SCALE)  # the book's resolution: its pictures compare
     check = _Pass(figure)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. a glyph missing from the Japanese font
@@ -111,7 +131,24 @@ def test_every_state_tried_draws_and_matches_the_pure_render(figure):
                     check.check_shown(state)
             assert len(set(check.pictures.values())) == len(states), \
                 "二つの状態が同じ図になっています"
-    figure.set_state(**figure.default_state)
+
+
+def test_the_live_picture_at_its_own_resolution_comes_back_to_the_snapshot(figure):
+    """What a reader's kernel shows (resolution 1): every control at its last value, then
+    back at the default state, the picture is the snapshot's (up to the blitted spines)."""
+    last = {name: control_values(control)[-1] for name, control in figure.controls.items()}
+    assert figure.set_state(**last) and figure.image_png != figure.snapshot
+    assert figure.set_state(**figure.default_state)
+    assert _differing_fraction(figure.image_png, figure.snapshot) < 0.01
+
+
+def test_set_scale_draws_the_live_picture_at_the_books_resolution(figure):
+    live = WIDGETS[figure.name]()
+    one = Image.open(io.BytesIO(live.image_png)).size
+    assert live.set_scale(PNG_SCALE)
+    assert Image.open(io.BytesIO(live.image_png)).size == (PNG_SCALE * one[0], PNG_SCALE * one[1])
+    with pytest.raises(ValueError, match="scale は正の数"):
+        live.set_scale(0)
 
 
 def test_snapshot_is_the_default_state_and_deterministic(figure):

@@ -36,8 +36,13 @@ images, one per page colour.
 moves and tells a screen reader the new state's alt text (a polite live region). Other
 builders, Colab and a notebook opened without running show the PNG; in a kernel the widget
 stays live. A figure with more than :data:`MAX_STATES` states fails the
-build with a message naming it. Drawn states are kept in :data:`CACHE` (keyed by the
-source of ``attnlab`` and matplotlib's version), so a second build draws nothing again.
+build with a message naming it. Drawn states are kept in :data:`CACHE`, keyed by the code
+that draws them (:func:`_source_key`: ``attnlab``'s modules, :func:`state_pngs`,
+:func:`state_light_png` and the versions of the libraries that draw), so a second build
+draws nothing again and a picture drawn by other code is never read.
+``tests/test_widgets.py`` compares each live update with the light picture of the same
+state from the same cache (``make test`` draws every state there first: ``make
+live-states``), so no state's pure render is drawn twice.
 Sphinx reads one page at a time; ``make book`` and ``make build`` therefore draw every
 state first, on every core (:func:`draw_live_states`, ``scripts/live_states.py``), and the
 renderer only reads the pictures. Drawing a state costs a new figure (``plot``, about a
@@ -208,16 +213,31 @@ def controls_html(description: dict[str, Any], prefix: str) -> str:
     return "".join(parts)
 
 
-def _source_key() -> str:
-    """A digest of everything a live figure's picture depends on: attnlab's code (but this
-    module, which only places the pictures), matplotlib's version."""
+def _source_key(package: Path | None = None) -> str:
+    """A digest of everything a live figure's picture depends on: the code of ``package``
+    (attnlab's folder) but this module, which only places the pictures, with the
+    functions of this module that draw and keep them (:func:`state_pngs`,
+    :func:`state_light_png`), and the versions of
+    the libraries that draw (matplotlib, Pillow) or make the figure (numpy, ipywidgets).
+    A cached picture is read only under the key of the code that drew it."""
+    import inspect
+
+    import ipywidgets
     import matplotlib
+    import numpy
+    import PIL
 
     import attnlab
 
-    digest = hashlib.sha256(matplotlib.__version__.encode())
-    for path in sorted(Path(attnlab.__file__).parent.rglob("*.py")):
-        if path.resolve() != Path(__file__).resolve():
+    package = Path(attnlab.__file__).parent if package is None else Path(package)
+    versions = (matplotlib.__version__, PIL.__version__, numpy.__version__,
+                ipywidgets.__version__)
+    digest = hashlib.sha256(" ".join(versions).encode())
+    for drawing in (state_pngs, _keep, state_light_png):
+        digest.update(inspect.getsource(drawing).encode())
+    for path in sorted(package.rglob("*.py")):
+        if path != package / Path(__file__).name:  # placing, not drawing
+            digest.update(path.relative_to(package).as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -257,12 +277,35 @@ def state_pngs(figure, state: dict[str, Any], key: str | None = None) -> tuple[b
     light = figure_to_png(fig, scale=PNG_SCALE)
     dark = figure_to_png(fig, scale=PNG_SCALE, dark=True)
     if paths is not None:
-        CACHE.mkdir(parents=True, exist_ok=True)
         for path, png in zip(paths, (light, dark), strict=True):
-            partial = path.with_name(f"{path.name}.{os.getpid()}.part")
-            partial.write_bytes(png)
-            os.replace(partial, path)
+            _keep(path, png)
     return light, dark
+
+
+def _keep(path: Path, png: bytes) -> None:
+    """Write a picture into the cache under a temporary name, then rename it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+    partial.write_bytes(png)
+    os.replace(partial, path)
+
+
+def state_light_png(figure, state: dict[str, Any], key: str) -> bytes:
+    """The light PNG of one state, the same bytes as :func:`state_pngs`'s: read from
+    :data:`CACHE`, or drawn and kept there alone (the build draws the dark one with it
+    later). What ``tests/test_widgets.py`` compares a live update with.
+
+    Not taught: machinery of the book's build.
+    """
+    from attnlab.plotting import PNG_SCALE, figure_to_png
+    from attnlab.widgets.core import render
+
+    path = _cache_paths(key)[0]
+    if path.exists():
+        return path.read_bytes()
+    light = figure_to_png(render(figure.plot, **state), scale=PNG_SCALE)
+    _keep(path, light)
+    return light
 
 
 def live_descriptions(paths) -> list[dict[str, Any]]:

@@ -336,6 +336,21 @@ class InteractiveFigure:
             self._silent = False
         return self.refresh()
 
+    def set_scale(self, scale: float) -> bool:
+        """Draw the live picture at ``scale`` times the figure's resolution from now on,
+        and redraw the current state; return whether it worked.
+
+        The book's pictures of the states are drawn at ``attnlab.plotting.PNG_SCALE``; at
+        that scale a live update can be compared with the book's picture of the same state
+        (``tests/test_widgets.py`` does, reading the pictures the build drew).
+        """
+        if not scale > 0:
+            raise ValueError(f"scale は正の数にしてください: {scale!r}")
+        self._fig.set_dpi(self._fig.dpi * scale)
+        if self._blit is not None:  # the cached background, again at the new resolution
+            self._blit = _Blitter(self._fig, self._blit.artists)
+        return self.refresh()
+
     @property
     def image_png(self) -> bytes:
         """The PNG bytes currently shown."""

@@ -21,7 +21,7 @@ help:
 	@echo "make budgets    各章の Run All と make test の各段階の時間を表示する（テストではない）"
 	@echo "make test-parity  numpy のコードを PyTorch と transformers に照らす（専用の .venv-parity）"
 	@echo "make studies    すべての研究（章より大きな実験）を全規模で実行し notebooks/studies/ に書く"
-	@echo "make study-length_generalization  第 10 章の研究だけ（2 コアで約 30〜45 分）"
+	@echo "make study-length_generalization  第 10 章の研究だけ（2 コアで約 40〜55 分）"
 	@echo "make test-lab   JupyterLab でライブ図を実行し、headless Chromium で操作して図が動くか確かめる"
 	@echo "make grade SUBMISSIONS=フォルダー  提出されたノートブックを自己チェックで採点し、grades/ に表を書く"
 	@echo "make publish    厳格なビルドのあと、本を origin の gh-pages ブランチに公開する（REMOTE=名前 で別のリモート）"

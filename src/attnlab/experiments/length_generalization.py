@@ -295,7 +295,7 @@ def evaluate_lengths(runs: dict, task, *, rng: np.random.Generator,
     dict of str to np.ndarray
         Method label → accuracies, shape (len(factors),).
 
-    :func:`evaluate_study`, which chapters 10 and 11 call, makes the same evaluations for
+    :func:`evaluate_study`, which chapters 10 and 12 call, makes the same evaluations for
     every seed, shared among the CPU cores.
 
     Not taught: the evaluations of one seed, one after the other.
@@ -596,7 +596,7 @@ def finetune_comparison(runs: dict, task, factors=(4, 2),
 # --- the study: every kind to a plateau, two tasks, five seeds (make study-length_generalization)
 
 #: The study behind chapter 10's conclusions, too large for a Run All: run once by
-#: ``make study-length_generalization`` and read by chapters 10 and 11 from
+#: ``make study-length_generalization`` and read by chapters 10 and 12 from
 #: ``notebooks/studies/length_generalization.json`` (:mod:`attnlab.studies`).
 #:
 #: - ``tasks``: the chapter's distance-1 task (copy the token one back) and a task whose
@@ -896,7 +896,7 @@ def _make_length_study():
 LENGTH_STUDY = _make_length_study()
 
 
-# --- reading the study's artefact (chapters 10 and 11) ---------------------------------------
+# --- reading the study's artefact (chapters 10 and 12) ---------------------------------------
 
 def study_values(artefact: dict, task: str, quantity: str) -> dict[str, np.ndarray]:
     """One quantity of the study for every method, the seeds stacked.

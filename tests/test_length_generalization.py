@@ -57,6 +57,14 @@ def test_method_config_errors_are_japanese():
         method_config(length_config("ALiBi"), "pi", 16, 32)
     with pytest.raises(ValueError, match="eval_len=8"):
         method_config(length_config("RoPE"), "pi", 16, 8)
+    with pytest.raises(ValueError, match="scaling"):
+        method_config(length_config("RoPE"), "yarn_paper", 16, 32)
+    band = {"beta_fast": 1.0, "beta_slow": 1 / 32}
+    with pytest.raises(ValueError, match="band は YaRN の方法にだけ"):
+        method_config(length_config("RoPE"), "ntk", 16, 32, band=band)
+    # a band on a YaRN method reaches the model's RoPE
+    assert method_config(length_config("RoPE"), "yarn_turns", 16, 32,
+                         band=band).rope.beta_fast == 1.0
 
 
 def test_accuracy_from_zero_is_the_models_accuracy():

@@ -627,7 +627,7 @@ LENGTH_STUDY_CONFIG = {
     "tasks": {
         "previous_token": {"task": "PreviousToken", "n_layers": 1, "steps": 6000,
                            "lr": 0.01},
-        "repeated_sequence": {"task": "RepeatedSequence", "n_layers": 2, "steps": 6000,
+        "repeated_sequence": {"task": "RepeatedSequence", "n_layers": 2, "steps": 12000,
                               "lr": 0.003},
     },
     "kinds": ["none", "sinusoidal", "learned", "rope", "alibi", "t5"],

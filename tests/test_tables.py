@@ -146,6 +146,8 @@ def test_numpy_integers_are_integers_and_row_headers_can_be_asked_for():
     ("i−1 に置く重み", "<i>i</i>−1 に置く重み"),
     ("q3·k1 と q_3·k_1", "q3·k1 と <i>q</i><sub>3</sub>·<i>k</i><sub>1</sub>"),
     ("(a) 1e-3 未満、2L = 32", "(a) 1e-3 未満、2L = 32"),  # a label, a number, 2L upright
+    ("q_m·k_n と q_{m+c}·k_{n+c}", "<i>q</i><sub><i>m</i></sub>·<i>k</i><sub><i>n</i></sub> と "
+     "<i>q</i><sub><i>m</i>+<i>c</i></sub>·<i>k</i><sub><i>n</i>+<i>c</i></sub>"),
     ("θ_i（底 10000）", "<i>θ</i><sub><i>i</i></sub>（底 10000）"),
     ("γ̃_0", "<i>γ̃</i><sub>0</sub>"),
     ("スコア QK^T/√d_k", "スコア <i>QK</i><sup>⊤</sup>/√<i>d</i><sub><i>k</i></sub>"),

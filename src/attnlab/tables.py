@@ -137,13 +137,17 @@ def math_html(text: str) -> str:
             out.append(f"<i>{html.escape(match[1])}</i><sup>⊤</sup>")
         else:
             root, factor, base, sub = match.groups()
-            sub = sub[1:-1] if sub.startswith("{") else sub
-            if not (len(sub) <= 2 or sub.isdigit() or sub in _WORDS):  # a name: n_heads
+            if sub.startswith("{"):  # braces say it is math: q_{m+c}, each letter italic
+                shown = re.sub(r"[A-Za-z]+", lambda m: _letters_html(m[0]),
+                               html.escape(sub[1:-1]))
+            elif len(sub) <= 2 or sub.isdigit() or sub in _WORDS:
+                shown = _letters_html(html.escape(sub))
+            else:  # a name: n_heads
                 out.append(plain(match[0]))
                 last = match.end()
                 continue
             out.append(f"{root or ''}<i>{factor or ''}{html.escape(base)}</i>"
-                       f"<sub>{_letters_html(html.escape(sub))}</sub>")
+                       f"<sub>{shown}</sub>")
         last = match.end()
     out.append(plain(text[last:]))
     return "".join(out).replace("√", ROOT_HTML)  # no tag holds a √: only text does

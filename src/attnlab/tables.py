@@ -98,8 +98,9 @@ def math_html(text: str) -> str:
     ``<i>γ̃</i><sub>0</sub>``, ``QK^T`` → ``<i>QK</i><sup>⊤</sup>``, the vectors of
     ``Var[q·k]``, the variables of ``‖∂p/∂q‖`` and a one-letter operand (``m − n = 2``,
     ``P > L``) in italic, ``√`` upright in a Latin font (:data:`ROOT_HTML`); everything
-    else is escaped as it is. A name is left alone: an underscore inside a word (``raw_scores``) or a
-    subscript of 3 letters or more that is not a word of notation (``n_heads``).
+    else is escaped as it is. A name is left alone: an underscore inside a word
+    (``raw_scores``) or a subscript of 3 letters or more that is not a word of notation
+    (``n_heads``), unless braces say it is math (``q_{m+c}``).
 
     Parameters
     ----------

@@ -95,7 +95,13 @@ def _take_head_line(exercise: nodes.Element) -> str:
     """Remove the task's bold head line (``**（実装・約 20 分）**``) from the start of the
     exercise's first paragraph, with the space after it; return its text ("" if none)."""
     paragraph = next(iter(exercise.findall(nodes.paragraph)), None)
-    head = paragraph.children[0] if paragraph is not None and paragraph.children else None
+    if paragraph is None:
+        return ""
+    # MyST starts the paragraph with an empty text node before the bold head line
+    while (paragraph.children and isinstance(paragraph.children[0], nodes.Text)
+           and not paragraph.children[0].astext().strip()):
+        paragraph.remove(paragraph.children[0])
+    head = paragraph.children[0] if paragraph.children else None
     if not isinstance(head, nodes.strong) or not EXERCISE_HEAD.fullmatch(head.astext()):
         return ""
     paragraph.remove(head)

@@ -178,7 +178,8 @@ def test_an_exercises_title_is_its_head_line_and_its_label_stays_muted():
     document = new_document("test", get_default_settings(Parser))
     exercise = exercise_enumerable_node(label="ex01-implement")
     exercise += nodes.title("", "")
-    exercise += nodes.paragraph("", "", nodes.strong("", "（実装・約 20 分）"),
+    exercise += nodes.paragraph("", "", nodes.Text(""),  # as MyST starts it
+                                nodes.strong("", "（実装・約 20 分）"),
                                 nodes.Text(" NumPy だけで書いてください。"))
     untitled = exercise_enumerable_node(label="ex01-think")  # no head line: the label only
     untitled += nodes.title("", "")

@@ -9,8 +9,9 @@
 //    becomes a no-break space.
 // 3. A box that scrolls sideways (a table wider than the column, a long display equation)
 //    says so (issue 48, M2): the class attnlab-scrolls-right / -left fades the side that
-//    hides more, a table gets a short note under it, and a ResultTable only a little too
-//    wide loses padding instead (attnlab-table-tight). Measured again on resize and scroll.
+//    hides more, a table gets a short note under it, and a ResultTable too wide loses
+//    padding first (attnlab-table-tight), then, if still at most 15 % too wide, sets its
+//    text a little smaller (attnlab-table-small). Measured again on resize and scroll.
 // 4. Inline code breaks only after _ [ , : (a <wbr> there; issue 48).
 // 5. A page title on a phone breaks between words, not inside one (issue 48, m7).
 (function () {
@@ -57,10 +58,17 @@
   function cue(box) {
     if (box.clientWidth === 0) return;  // folded or hidden: measured when shown
     var over = box.scrollWidth - box.clientWidth;
-    if (box.classList.contains("attnlab-table-scroll") && over > 0 && over <= 32 &&
+    // a ResultTable wider than the column (its headers and labels already wrap: CSS)
+    // first loses padding, then, when it is still at most 15 % too wide, sets its text
+    // at 90 %; only what is still wider scrolls (designer's third read, N1)
+    if (box.classList.contains("attnlab-table-scroll") && over > 0 &&
         !box.classList.contains("attnlab-table-tight")) {
       box.classList.add("attnlab-table-tight");
       over = box.scrollWidth - box.clientWidth;
+      if (over > 0 && over <= 0.15 * box.clientWidth) {
+        box.classList.add("attnlab-table-small");
+        over = box.scrollWidth - box.clientWidth;
+      }
     }
     var scrolls = over > 1;
     box.classList.toggle("attnlab-scrolls-right", scrolls && box.scrollLeft < over - 1);

@@ -20,12 +20,15 @@ error; the rest are the book's design (issues 36, 47 and 48).
    ``図 2`` followed by ``：`` (``span.caption-sep``); ``_static/attnlab-typography.css``
    sets it upright and bold. A name in full-width brackets right after the number (an
    exercise's label, 5.) needs no separator: ``練習 6（ex03-split-heads）``.
-5. An exercise's box names it as the student edition and the notebooks' headings do: the
-   number and the label, ``練習 6（ex03-split-heads）`` (issue 47). A post-transform after
-   sphinx-exercise's titles adds ``（label）`` to the title of a numbered exercise that has
-   no title of its own. A solution's title names the exercise the same way, as plain text
-   (``練習 6（ex03-split-heads）の解答``): sphinx-exercise's link to the exercise sat
-   inside the fold's button (issue 48, m3).
+5. An exercise's box is titled in Japanese and still shows the label the self-check and
+   the student edition use (issue 47; designer's third read, N3): a post-transform after
+   sphinx-exercise's titles moves the task's own bold head line (``**（実装・約 20 分）**``,
+   the first words of its first paragraph) into the title of a numbered exercise that has
+   no title of its own, and sets the label after it, small and muted
+   (``span.attnlab-exercise-label``): 「練習 6（実装・約 20 分） ex03-split-heads」. A
+   solution's title names the exercise the same way, as plain text (「練習 6 の解答
+   ex03-split-heads」): sphinx-exercise's link to the exercise sat inside the fold's
+   button (issue 48, m3).
 6. The solutions show the code a student writes without the nbgrader markers: the lines
    ``### BEGIN SOLUTION`` and ``### END SOLUTION`` of a code cell are dropped from its
    literal block when a page is read (``scripts.make_student.strip_solution_markers``).
@@ -78,10 +81,41 @@ def separate_caption_numbers(body: str) -> str:
         "</span>", body)
 
 
+#: The class of an exercise's label in a title: small and muted (attnlab-typography.css).
+EXERCISE_LABEL_CLASS = "attnlab-exercise-label"
+#: A task's bold head line: 「（実装・約 20 分）」「（考える・約 10 分）」 (scripts/exercises.py).
+EXERCISE_HEAD = re.compile(r"（[^（）]+）")
+
+
+def _label_node(label: str) -> nodes.inline:
+    return nodes.inline("", label, classes=[EXERCISE_LABEL_CLASS])
+
+
+def _take_head_line(exercise: nodes.Element) -> str:
+    """Remove the task's bold head line (``**（実装・約 20 分）**``) from the start of the
+    exercise's first paragraph, with the space after it; return its text ("" if none)."""
+    paragraph = next(iter(exercise.findall(nodes.paragraph)), None)
+    if paragraph is None:
+        return ""
+    # MyST starts the paragraph with an empty text node before the bold head line
+    while (paragraph.children and isinstance(paragraph.children[0], nodes.Text)
+           and not paragraph.children[0].astext().strip()):
+        paragraph.remove(paragraph.children[0])
+    head = paragraph.children[0] if paragraph.children else None
+    if not isinstance(head, nodes.strong) or not EXERCISE_HEAD.fullmatch(head.astext()):
+        return ""
+    paragraph.remove(head)
+    rest = paragraph.children[0] if paragraph.children else None
+    if isinstance(rest, nodes.Text) and rest.astext()[:1].isspace():
+        paragraph.replace(rest, nodes.Text(rest.astext().lstrip()))
+    return head.astext()
+
+
 class ExerciseLabelInTitle(SphinxPostTransform):
-    """``練習 6`` → ``練習 6（ex03-split-heads）``: the label after the number of a numbered
-    exercise without a title of its own (after sphinx-exercise resolves titles, priority
-    20)."""
+    """``練習 6`` → 「練習 6（実装・約 20 分）」 and the label, small and muted: the title of
+    a numbered exercise without a title of its own takes the task's head line
+    (:func:`_take_head_line`) and its label (after sphinx-exercise resolves titles,
+    priority 20)."""
 
     default_priority = 25
 
@@ -94,14 +128,15 @@ class ExerciseLabelInTitle(SphinxPostTransform):
             if (not isinstance(title, nodes.title) or title.astext().strip()
                     or not label or "-exercise-" in label):
                 continue  # a titled exercise, or sphinx-exercise's generated label
-            title += nodes.Text(f"（{label}）")
+            title += nodes.Text(_take_head_line(node))
+            title += _label_node(label)
 
 
 class SolutionTitleWithoutLink(SphinxPostTransform):
     """``解答 練習 6`` (a link inside the fold's button: a tap on it jumped to the exercise
-    instead of opening the answer) → ``練習 6（ex03-split-heads）の解答``, plain text: the
-    exercise named as its own box names it (:class:`ExerciseLabelInTitle`), once
-    sphinx-exercise has resolved the solutions' titles (priority 21)."""
+    instead of opening the answer) → 「練習 6 の解答」 and the label, small and muted, as
+    the exercise's own box shows it (:class:`ExerciseLabelInTitle`), once sphinx-exercise
+    has resolved the solutions' titles (priority 21)."""
 
     default_priority = 26
 
@@ -115,10 +150,10 @@ class SolutionTitleWithoutLink(SphinxPostTransform):
                 continue
             name = links[0].astext().strip()
             label = node.get("target_label", "")
-            if label and "-exercise-" not in label and label not in name:
-                name += f"（{label}）"
             del title[:]
-            title += nodes.Text(f"{name}の解答")
+            title += nodes.Text(f"{name} の解答")
+            if label and "-exercise-" not in label and label not in name:
+                title += _label_node(label)
 
 
 def strip_markers_from_code(doctree: nodes.Node) -> int:

@@ -156,7 +156,40 @@ def test_a_solutions_title_names_its_exercise_in_plain_text():
     document += solution
     SolutionTitleWithoutLink(document).run()
     title = solution[0]
-    assert title.astext() == "練習 6（ex03-split-heads）の解答"
+    assert title.astext() == "練習 6 の解答ex03-split-heads"
     assert not list(title.findall(nodes.reference))  # no link inside the fold's button
+    # the label small and muted after the Japanese title (designer's third read, N3)
+    (label,) = title.findall(nodes.inline)
+    assert label["classes"] == ["attnlab-exercise-label"]
+    assert label.astext() == "ex03-split-heads"
     SolutionTitleWithoutLink(document).run()
-    assert solution[0].astext() == "練習 6（ex03-split-heads）の解答"  # once only
+    assert solution[0].astext() == "練習 6 の解答ex03-split-heads"  # once only
+
+
+def test_an_exercises_title_is_its_head_line_and_its_label_stays_muted():
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+    from sphinx_exercise.nodes import exercise_enumerable_node
+
+    from book_ext.book_fixes import ExerciseLabelInTitle
+
+    document = new_document("test", get_default_settings(Parser))
+    exercise = exercise_enumerable_node(label="ex01-implement")
+    exercise += nodes.title("", "")
+    exercise += nodes.paragraph("", "", nodes.Text(""),  # as MyST starts it
+                                nodes.strong("", "（実装・約 20 分）"),
+                                nodes.Text(" NumPy だけで書いてください。"))
+    untitled = exercise_enumerable_node(label="ex01-think")  # no head line: the label only
+    untitled += nodes.title("", "")
+    untitled += nodes.paragraph("", "考えてください。")
+    document += [exercise, untitled]
+    ExerciseLabelInTitle(document).run()
+    title, paragraph = exercise[0], exercise[1]
+    assert title.astext() == "（実装・約 20 分）ex01-implement"
+    (label,) = title.findall(nodes.inline)
+    assert label["classes"] == ["attnlab-exercise-label"]
+    assert paragraph.astext() == "NumPy だけで書いてください。"  # not said twice
+    assert untitled[0].astext() == "ex01-think"
+    assert untitled[1].astext() == "考えてください。"

@@ -5,7 +5,7 @@ import html.parser
 import numpy as np
 import pytest
 
-from attnlab.tables import ResultTable, math_html, text_width
+from attnlab.tables import ROOT_HTML, ResultTable, math_html, text_width
 
 
 def test_text_width_counts_a_japanese_character_as_two_columns():
@@ -71,8 +71,8 @@ def test_html_has_column_and_row_headers_and_right_aligned_numbers():
 
 
 def test_html_escapes_the_text_of_cells():
-    page = ResultTable(["a<b"], [["x & y"]])._repr_html_()
-    assert "a&lt;b" in page and "x &amp; y" in page and "a<b" not in page
+    page = ResultTable(["値<1"], [["x & y"]])._repr_html_()
+    assert "値&lt;1" in page and "x &amp; y" in page and "値<1" not in page
 
 
 def test_a_numeric_first_column_is_data_and_align_can_be_set():
@@ -139,6 +139,15 @@ def test_numpy_integers_are_integers_and_row_headers_can_be_asked_for():
     ("h_kv", "<i>h</i><sub><i>kv</i></sub>"),
     ("d_model = 512", "<i>d</i><sub>model</sub> = 512"),  # a word upright
     ("√d_k で割る", "√<i>d</i><sub><i>k</i></sub> で割る"),
+    ("射影 XW_Q, XW_K", "射影 <i>XW</i><sub><i>Q</i></sub>, <i>XW</i><sub><i>K</i></sub>"),
+    ("m − n = 2 のスコア", "<i>m</i> − <i>n</i> = 2 のスコア"),  # one-letter operands
+    ("4L、P > L の行", "4L、<i>P</i> &gt; <i>L</i> の行"),
+    ("位置 i >= L", "位置 <i>i</i> &gt;= <i>L</i>"),
+    ("i−1 に置く重み", "<i>i</i>−1 に置く重み"),
+    ("q3·k1 と q_3·k_1", "q3·k1 と <i>q</i><sub>3</sub>·<i>k</i><sub>1</sub>"),
+    ("(a) 1e-3 未満、2L = 32", "(a) 1e-3 未満、2L = 32"),  # a label, a number, 2L upright
+    ("q_m·k_n と q_{m+c}·k_{n+c}", "<i>q</i><sub><i>m</i></sub>·<i>k</i><sub><i>n</i></sub> と "
+     "<i>q</i><sub><i>m</i>+<i>c</i></sub>·<i>k</i><sub><i>n</i>+<i>c</i></sub>"),
     ("θ_i（底 10000）", "<i>θ</i><sub><i>i</i></sub>（底 10000）"),
     ("γ̃_0", "<i>γ̃</i><sub>0</sub>"),
     ("スコア QK^T/√d_k", "スコア <i>QK</i><sup>⊤</sup>/√<i>d</i><sub><i>k</i></sub>"),
@@ -150,12 +159,26 @@ def test_numpy_integers_are_integers_and_row_headers_can_be_asked_for():
     ("∂pos と ∂", "∂pos と ∂"),  # a word after ∂ stays as written
 ])
 def test_math_html_sets_plain_text_symbols_as_math(text, shown):
-    assert math_html(text) == shown
+    assert math_html(text) == shown.replace("√", ROOT_HTML)
+
+
+def test_the_radical_sign_is_upright_in_a_latin_font():
+    # issue 48, N6: a Japanese font draws √ as a slanted tick; the sign is set upright in a
+    # Latin font, inline (JupyterLab and Colab do not load the book's CSS), wherever it is
+    assert "font-style: normal" in ROOT_HTML and "DejaVu Sans" in ROOT_HTML
+    assert ROOT_HTML.count("√") == 1
+    for text in ("√d_k", "Var[q·k/√d_k]", "√2 倍", "√d_model·|e|"):
+        shown = math_html(text)
+        assert shown.count(ROOT_HTML) == text.count("√") == 1
+        assert "√" not in shown.replace(ROOT_HTML, "")
+    page = ResultTable(["Var[q·k/√d_k]"], [["1.00"]], title="√d_k で割る")._repr_html_()
+    assert page.count(ROOT_HTML) == 2
 
 
 def test_math_html_leaves_names_and_escapes_the_rest():
     assert math_html("raw_scores と n_heads") == "raw_scores と n_heads"  # code names
-    assert math_html("a < b & c") == "a &lt; b &amp; c"
+    assert math_html("a < b & c") == "<i>a</i> &lt; <i>b</i> &amp; c"
+    assert math_html("1 < 2 & 名前") == "1 &lt; 2 &amp; 名前"
     with pytest.raises(ValueError, match="text"):
         math_html(3)
 
@@ -165,6 +188,7 @@ def test_html_sets_symbols_as_math_and_text_keeps_them_plain():
                         title="√d_k で割る", note="θ_i は角度")
     page = table._repr_html_()
     assert "d_k" not in page and "θ_i" not in page  # no underscore reaches the page
-    assert '<p class="attnlab-table-title">√<i>d</i><sub><i>k</i></sub> で割る</p>' in page
+    assert ('<p class="attnlab-table-title">' + ROOT_HTML + '<i>d</i><sub><i>k</i></sub>'
+            ' で割る</p>') in page
     assert ">" + "<i>h</i></th>" in page  # a one-letter header is a variable
     assert str(table).splitlines()[:2] == ["√d_k で割る", "d_k  h  Var[q·k/√d_k]"]

@@ -34,7 +34,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["ResultTable", "math_html", "text_width"]
+__all__ = ["ROOT_HTML", "ResultTable", "math_html", "text_width"]
 
 #: A cell that reads as a number (right-aligned): it starts with a digit, a sign, or a
 #: mark that stands for a missing number (× — –).
@@ -51,9 +51,11 @@ def text_width(text: str) -> int:
                2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
-#: A symbol written as plain text: (√)(a letter, maybe with a combining mark)_(subscript),
-#: as scripts/plain_math.py finds them in Markdown; not inside a name (``raw_scores``).
-_SYMBOL = re.compile(r"(?<![\w/.\-])(√)?([A-Za-zα-ωΑ-Ω][\u0300-\u036f]?)_"
+#: A symbol written as plain text: (√)(a capital it multiplies: the X of XW_Q)(a letter,
+#: maybe with a combining mark)_(subscript), as scripts/plain_math.py finds them in
+#: Markdown; not inside a name (``raw_scores``).
+_SYMBOL = re.compile(r"(?<![\w/.\-])(√)?([A-Z](?=[A-Za-zα-ωΑ-Ω]_))?"
+                     r"([A-Za-zα-ωΑ-Ω][\u0300-\u036f]?)_"
                      r"(\{[^}\s]+\}|[A-Za-z0-9]+)(?![\w/])")
 #: A transpose written as plain text: QK^T, K^T.
 _TRANSPOSE = re.compile(r"(?<![\w/.\-])([A-Z]+)\^T(?!\w)")
@@ -65,6 +67,18 @@ _PARTIAL_LETTER = re.compile(r"(?<=∂)([A-Za-zα-ω])(?![\w])")
 _LETTER = re.compile(r"[A-Za-z]")
 #: Subscripts that are words, set upright (STYLE.md: d_\text{model}).
 _WORDS = {"model", "head", "max", "min", "ff", "base", "train", "eval"}
+#: A one-letter variable next to a relation or an operator: the m and n of 「m − n = 2」, the
+#: P and L of 「P > L」, the i of 「i >= L」; not a letter of a word, a number (1e-3, 2L) or
+#: a label (「(a)」).
+_LONE = r"(?<![\w.'/\-])[A-Za-z](?![\w'(])"
+_OPERAND = re.compile(rf"{_LONE}(?=\s?[=<>≤≥≠−+×])|(?:(?<=[=<>≤≥≠−+×] )|(?<=[=<>≤≥≠−+×])){_LONE}")
+#: The radical sign as HTML: upright, from a Latin or math font (issue 48, N6). In a
+#: Japanese font (IPAexGothic, Hiragino) √ is drawn as a narrow slanted tick, which read as
+#: a synthetic italic next to the italic d of d_k; inline style, so that JupyterLab and
+#: Colab, which do not have the book's CSS, set it alike.
+ROOT_HTML = ('<span class="attnlab-root" style="font-style: normal; font-family: '
+             "'DejaVu Sans', 'Helvetica Neue', Helvetica, Arial, 'Segoe UI Symbol', "
+             'sans-serif">√</span>')
 
 
 def _letters_html(letters: str) -> str:
@@ -78,12 +92,15 @@ def _letters_html(letters: str) -> str:
 def math_html(text: str) -> str:
     """``text`` as HTML, its plain-text symbols set as math (issue 48, M4).
 
-    ``d_k`` → ``<i>d</i><sub><i>k</i></sub>``, ``d_model`` → ``<i>d</i><sub>model</sub>``
+    ``d_k`` → ``<i>d</i><sub><i>k</i></sub>``, ``XW_Q`` → ``<i>XW</i><sub><i>Q</i></sub>``,
+    ``d_model`` → ``<i>d</i><sub>model</sub>``
     (a word upright), ``√d_k`` → ``√<i>d</i><sub><i>k</i></sub>``, ``γ̃_0`` →
     ``<i>γ̃</i><sub>0</sub>``, ``QK^T`` → ``<i>QK</i><sup>⊤</sup>``, the vectors of
-    ``Var[q·k]`` and the variables of ``‖∂p/∂q‖`` in italic; everything else is escaped
-    as it is. A name is left alone: an underscore inside a word (``raw_scores``) or a
-    subscript of 3 letters or more that is not a word of notation (``n_heads``).
+    ``Var[q·k]``, the variables of ``‖∂p/∂q‖`` and a one-letter operand (``m − n = 2``,
+    ``P > L``) in italic, ``√`` upright in a Latin font (:data:`ROOT_HTML`); everything
+    else is escaped as it is. A name is left alone: an underscore inside a word
+    (``raw_scores``) or a subscript of 3 letters or more that is not a word of notation
+    (``n_heads``), unless braces say it is math (``q_{m+c}``).
 
     Parameters
     ----------
@@ -99,9 +116,16 @@ def math_html(text: str) -> str:
     """
     if not isinstance(text, str):
         raise ValueError(f"text は文字列にしてください: {text!r}（{type(text).__name__}）")
-    def plain(part: str) -> str:
+    def letters(part: str) -> str:
         part = _PRODUCT_LETTER.sub(r"<i>\1</i>", html.escape(part))
         return _PARTIAL_LETTER.sub(r"<i>\1</i>", part)
+
+    def plain(part: str) -> str:  # a one-letter operand in italic, the rest by letters()
+        pieces, last = [], 0
+        for match in _OPERAND.finditer(part):
+            pieces += [letters(part[last:match.start()]), f"<i>{match[0]}</i>"]
+            last = match.end()
+        return "".join([*pieces, letters(part[last:])])
 
     out, last = [], 0
     spans = sorted([*_SYMBOL.finditer(text), *_TRANSPOSE.finditer(text)],
@@ -113,17 +137,21 @@ def math_html(text: str) -> str:
         if match.re is _TRANSPOSE:
             out.append(f"<i>{html.escape(match[1])}</i><sup>⊤</sup>")
         else:
-            root, base, sub = match.groups()
-            sub = sub[1:-1] if sub.startswith("{") else sub
-            if not (len(sub) <= 2 or sub.isdigit() or sub in _WORDS):  # a name: n_heads
+            root, factor, base, sub = match.groups()
+            if sub.startswith("{"):  # braces say it is math: q_{m+c}, each letter italic
+                shown = re.sub(r"[A-Za-z]+", lambda m: _letters_html(m[0]),
+                               html.escape(sub[1:-1]))
+            elif len(sub) <= 2 or sub.isdigit() or sub in _WORDS:
+                shown = _letters_html(html.escape(sub))
+            else:  # a name: n_heads
                 out.append(plain(match[0]))
                 last = match.end()
                 continue
-            out.append(f"{root or ''}<i>{html.escape(base)}</i>"
-                       f"<sub>{_letters_html(html.escape(sub))}</sub>")
+            out.append(f"{root or ''}<i>{factor or ''}{html.escape(base)}</i>"
+                       f"<sub>{shown}</sub>")
         last = match.end()
     out.append(plain(text[last:]))
-    return "".join(out)
+    return "".join(out).replace("√", ROOT_HTML)  # no tag holds a √: only text does
 
 
 def _pad(text: str, width: int, right: bool) -> str:

@@ -44,7 +44,10 @@ or ``$CHROMIUM``). Per page:
   light and dark mode (:data:`LAYOUT_JS`): no figure whose shown aspect ratio differs from
   its PNG's by more than 1 %, no page wider than the screen, no display equation whose
   glyphs reach outside the box that scrolls it (the ⊤ of Qᵀ), no table cut by its box
-  without a scroll cue (fade, tab stop, note), at 390 px the 記号表 (``book/notation``)
+  without a scroll cue (fade, tab stop, note), at 1280 px no table wider than its room
+  (the column, or a narrower box that clips it: a fold), at 390 px every table's first
+  number column starting within the screen (designer's third read, N1 and N2), at 390 px
+  the 記号表 (``book/notation``)
   shows its tables of class ``attnlab-notation`` with every row's 「意味」 within the
   screen, and at 390 px a figure whose text is under
   ``MIN_TEXT_PX`` opens at full size (a link to its own file); on the text
@@ -329,6 +332,52 @@ LAYOUT_JS = r"""async () => {
                 cue, tab: clip.tabIndex, note: !!note});
     }
   }
+  // third read, N1 + N2: every table within the room it may use. The room is the column
+  // (the article's content box; the theme's contents sit in the right margin from 1200 px)
+  // or, inside a narrower box that clips it (a fold), that box. At a desktop width no
+  // table is wider than its room; on a phone the first number column starts within the
+  // screen (a table that scrolls keeps its label column in place: the CSS).
+  const article = document.querySelector(".bd-article") || main;
+  const as = getComputedStyle(article), ab = article.getBoundingClientRect();
+  const columnRight = ab.right - parseFloat(as.paddingRight);
+  const tables = [];
+  for (const table of main.querySelectorAll("table")) {
+    if (!table.checkVisibility()) continue;
+    let clip = table.parentElement;
+    while (clip && clip !== main && getComputedStyle(clip).overflowX === "visible") {
+      clip = clip.parentElement;
+    }
+    const scroller = clip && clip !== main ? clip : null;
+    const keep = scroller ? scroller.scrollLeft : 0;
+    if (scroller) scroller.scrollLeft = 0;
+    const r = table.getBoundingClientRect();
+    let right = columnRight;
+    let box = table.parentElement;  // the nearest box narrower than the column
+    while (box && box !== main) {
+      const b = box.getBoundingClientRect(), bs = getComputedStyle(box);
+      if (getComputedStyle(box).overflowX !== "visible") {
+        right = Math.min(right, b.left + box.clientWidth + parseFloat(bs.borderLeftWidth) -
+                                parseFloat(bs.paddingRight));
+      }
+      box = box.parentElement;
+    }
+    const holder = table.closest(".attnlab-result-table");
+    const titled = holder && holder.querySelector(".attnlab-table-title");
+    const title = (titled ? titled.innerText : table.innerText).replace(/\s+/g, " ").trim();
+    let number = null;
+    const row = table.querySelector("tbody tr");
+    for (const cell of row ? row.children : []) {
+      if (cell.classList.contains("attnlab-number") ||
+          /^[-−+]?[0-9][0-9.,]*(\s|$|%|\s*\()/.test(cell.innerText.trim())) {
+        number = Math.round(cell.getBoundingClientRect().left);
+        break;
+      }
+    }
+    tables.push({title: [...title].slice(0, 50).join(""), width: Math.round(r.width),
+                 room: Math.round(right - r.left),
+                 numberRoom: number === null ? null : Math.round(right - number)});
+    if (scroller) scroller.scrollLeft = keep;
+  }
   const notation = {tables: 0, rows: 0, hidden: []};
   for (const table of main.querySelectorAll(".attnlab-notation table")) {
     if (!table.checkVisibility()) continue;
@@ -350,7 +399,7 @@ LAYOUT_JS = r"""async () => {
   }
   folded.forEach(e => e.classList.add("toggle-hidden"));
   if (window.attnlabScrollCues) window.attnlabScrollCues();
-  return {squashed, figures, clipped, cut, notation,
+  return {squashed, figures, clipped, cut, notation, tables,
           pageWidth: document.documentElement.scrollWidth, window: window.innerWidth};
 }"""
 
@@ -812,6 +861,11 @@ def check_figures(tab, site: Path | None, page: str, design: DesignFindings,
     return sizes
 
 
+#: On a phone, the room a table's first number column must have between its start and
+#: the right edge of the column (CSS px, at the table's first scroll position): a number
+#: of 4 figures (48 px) and the 2.5rem fade of a table that scrolls (third read, N2).
+TABLE_NUMBER_ROOM = 88
+
 #: The page whose tables (class attnlab-notation) must show their 「意味」 on a phone.
 NOTATION_PAGE = "book/notation"
 
@@ -842,6 +896,17 @@ def check_layout(tab, site: Path | None, page: str, where: str, design: "DesignF
         problems.append(f"{where}：表が枠より {item['over']} px 広いのに、スクロールの手がかりが"
                         f"ありません（フェード {item['cue']}、tabIndex {item['tab']}、"
                         f"注記 {item['note']}）：{item['table']!r}")
+    # third read, N1 + N2: tables within their room at a desktop width; on a phone the
+    # first number column starts within the screen (TABLE_NUMBER_ROOM px before the edge)
+    for item in layout["tables"]:
+        if layout["window"] >= 1200 and item["width"] > item["room"] + 1:
+            problems.append(f"{where}：表の幅 {item['width']} px が使える幅 {item['room']} px"
+                            f"より広い：{item['title']!r}")
+        if (layout["window"] <= 600 and item["numberRoom"] is not None
+                and item["numberRoom"] < TABLE_NUMBER_ROOM):
+            problems.append(f"{where}：表の最初の数の列の始まりから右端まで {item['numberRoom']}"
+                            f" px しかなく、数が見えません（{TABLE_NUMBER_ROOM} px 以上に）："
+                            f"{item['title']!r}")
     # the 記号表 on a phone (second read, minor 3): each row's 「意味」 inside the screen
     # (_static/attnlab-typography.css stacks the rows of .attnlab-notation under 600 px)
     notation = layout["notation"]

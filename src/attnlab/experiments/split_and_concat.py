@@ -63,7 +63,7 @@ def mha_stages(d_model: int, n_heads: int, seq_len: int = SHAPE_SEQ_LEN) -> MHAS
     T = seq_len
     stages = [
         Stage("入力 X", (T, d_model), 0),
-        Stage("射影 Q = XW_Q（K, V も）", (T, d_model), f["q_proj"] + f["k_proj"] + f["v_proj"]),
+        Stage("射影 XW_Q, XW_K, XW_V", (T, d_model), f["q_proj"] + f["k_proj"] + f["v_proj"]),
         Stage("ヘッドに分割", (H, T, d_head), 0),
         Stage("スコア QK^T/√d_k", (H, T, T), f["scores"]),
         Stage("各ヘッドの出力", (H, T, d_head), f["weighted_sum"]),

@@ -265,7 +265,7 @@ def ch08_relative(rng: np.random.Generator) -> Headline:
             worst = max(worst, abs(moved - base))
     shifts = ", ".join(f"{s:,}" for s in CH08_SHIFTS)
     return Headline(8, {"ずらしたときの差": worst},
-                    "< 1e-9", f"q_m·k_n と q_(m+c)·k_(n+c) の差の最大（c = {shifts}）")
+                    "< 1e-9", f"q_m·k_n と q_{{m+c}}·k_{{n+c}} の差の最大（c = {shifts}）")
 
 
 def ch09_unseen_pairs() -> Headline:

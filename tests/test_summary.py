@@ -31,7 +31,6 @@ from attnlab.experiments.summary import (
     shift_difference,
 )
 from attnlab.model import forward, init_params
-from scripts.book import BODY_COLUMNS, display_width
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -66,7 +65,7 @@ def line(text: str, pattern: str) -> str:
 
 def headline(ch12: str, chapter: int) -> str:
     """The numbers chapter 12 prints for a chapter: the line ``NN  numbers``."""
-    return line(ch12, rf"^{chapter:02d}  .*$")[4:]
+    return re.split(r"\s{2,}", line(ch12, rf"^{chapter:02d}  .*$"))[1]
 
 
 def table_cells(text: str, label: str) -> list[str]:
@@ -259,7 +258,6 @@ def test_cheap_headlines_match_chapter_12s_output():
     for h in (ch01_saturation(), ch03_costs(), ch04_kv_cache(), ch06_toeplitz(),
               ch09_unseen_pairs(), ch11_inference()):
         assert headline(ch12, h.chapter) == h.numbers
-        assert display_width("    " + h.meaning) <= BODY_COLUMNS  # as printed
 
 
 # --- the encodings table --------------------------------------------------------------------

@@ -208,7 +208,32 @@
     });
   }
 
+  // A study's cell 「0.97 (0.94–0.99) ±0.01」 (a mean, its range and its standard error)
+  // keeps the mean on its line and puts the spread in a span that a phone sets under
+  // it (CSS): a table of three such columns then fits a phone's width instead of
+  // showing only its first column (designer's fourth read, N2).
+  var SPREAD = /^([−+\-]?[0-9][0-9.,]*) (\(.*)$/;
+  function spreadLines(cell) {
+    if (cell.children.length || cell.querySelector(".attnlab-spread")) return;
+    var found = SPREAD.exec(cell.textContent);
+    if (!found) return;
+    cell.textContent = found[1] + " ";
+    var span = document.createElement("span");
+    span.className = "attnlab-spread";
+    // the range and the standard error each stay whole; the line breaks between them
+    found[2].split(/ (?=±)/).forEach(function (part, i) {
+      if (i) span.appendChild(document.createTextNode(" "));
+      var piece = document.createElement("span");
+      piece.style.whiteSpace = "nowrap";
+      piece.textContent = part;
+      span.appendChild(piece);
+    });
+    cell.appendChild(span);
+  }
+
   function start() {
+    document.querySelectorAll("#main-content .attnlab-result-table td.attnlab-number")
+      .forEach(spreadLines);
     document.querySelectorAll("#main-content h1").forEach(wordStarts);
     document.querySelectorAll("#main-content :not(pre) > code").forEach(breakCode);
     document.querySelectorAll("#main-content table").forEach(codeColumns);

@@ -24,7 +24,7 @@ error; the rest are the book's design (issues 36, 47 and 48).
    the student edition use (issue 47; designer's third read, N3): a post-transform after
    sphinx-exercise's titles moves the task's own bold head line (``**（実装・約 20 分）**``,
    the first words of its first paragraph) into the title of a numbered exercise that has
-   no title of its own, and sets the label after it, small and muted
+   no title of its own, and sets the label after it, small, in the code font
    (``span.attnlab-exercise-label``): 「練習 6（実装・約 20 分） ex03-split-heads」. A
    solution's title names the exercise the same way, as plain text (「練習 6 の解答
    ex03-split-heads」): sphinx-exercise's link to the exercise sat inside the fold's
@@ -61,6 +61,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 
 from attnlab.live_book import live_figure_captions_transform
 from scripts.book import chapter_notebooks
+from scripts.exercises import HEAD
 from scripts.make_student import strip_solution_markers
 from scripts.plain_notebooks import colab_url
 
@@ -81,10 +82,9 @@ def separate_caption_numbers(body: str) -> str:
         "</span>", body)
 
 
-#: The class of an exercise's label in a title: small and muted (attnlab-typography.css).
+#: The class of an exercise's label in a title: small, in the code font
+#: (attnlab-typography.css).
 EXERCISE_LABEL_CLASS = "attnlab-exercise-label"
-#: A task's bold head line: 「（実装・約 20 分）」「（考える・約 10 分）」 (scripts/exercises.py).
-EXERCISE_HEAD = re.compile(r"（[^（）]+）")
 
 
 def _label_node(label: str) -> nodes.inline:
@@ -102,7 +102,8 @@ def _take_head_line(exercise: nodes.Element) -> str:
            and not paragraph.children[0].astext().strip()):
         paragraph.remove(paragraph.children[0])
     head = paragraph.children[0] if paragraph.children else None
-    if not isinstance(head, nodes.strong) or not EXERCISE_HEAD.fullmatch(head.astext()):
+    # the head line as scripts/exercises.py reads it in the Markdown: **（…）**
+    if not isinstance(head, nodes.strong) or not HEAD.fullmatch(f"**{head.astext()}**"):
         return ""
     paragraph.remove(head)
     rest = paragraph.children[0] if paragraph.children else None
@@ -112,7 +113,7 @@ def _take_head_line(exercise: nodes.Element) -> str:
 
 
 class ExerciseLabelInTitle(SphinxPostTransform):
-    """``練習 6`` → 「練習 6（実装・約 20 分）」 and the label, small and muted: the title of
+    """``練習 6`` → 「練習 6（実装・約 20 分）」 and the label, small: the title of
     a numbered exercise without a title of its own takes the task's head line
     (:func:`_take_head_line`) and its label (after sphinx-exercise resolves titles,
     priority 20)."""
@@ -134,7 +135,7 @@ class ExerciseLabelInTitle(SphinxPostTransform):
 
 class SolutionTitleWithoutLink(SphinxPostTransform):
     """``解答 練習 6`` (a link inside the fold's button: a tap on it jumped to the exercise
-    instead of opening the answer) → 「練習 6 の解答」 and the label, small and muted, as
+    instead of opening the answer) → 「練習 6 の解答」 and the label, small, as
     the exercise's own box shows it (:class:`ExerciseLabelInTitle`), once sphinx-exercise
     has resolved the solutions' titles (priority 21)."""
 

@@ -313,14 +313,19 @@ LAYOUT_JS = r"""async () => {
                     over: Math.round(over * 10) / 10});
     }
   }
-  const cut = [];
-  for (const table of main.querySelectorAll("table")) {
-    if (!table.checkVisibility()) continue;
+  // the nearest box around a table that clips it sideways (a scroller, a fold), or null
+  const clipOf = table => {
     let clip = table.parentElement;
     while (clip && clip !== main && getComputedStyle(clip).overflowX === "visible") {
       clip = clip.parentElement;
     }
-    if (!clip || clip === main) continue;
+    return clip && clip !== main ? clip : null;
+  };
+  const cut = [];
+  for (const table of main.querySelectorAll("table")) {
+    if (!table.checkVisibility()) continue;
+    const clip = clipOf(table);
+    if (!clip) continue;
     const right = table.getBoundingClientRect().right, edge = clip.getBoundingClientRect().right;
     if (clip.scrollWidth - clip.clientWidth <= 1 && right <= edge + 1) continue;
     const cue = clip.classList.contains("attnlab-scrolls-right") ||
@@ -343,11 +348,7 @@ LAYOUT_JS = r"""async () => {
   const tables = [];
   for (const table of main.querySelectorAll("table")) {
     if (!table.checkVisibility()) continue;
-    let clip = table.parentElement;
-    while (clip && clip !== main && getComputedStyle(clip).overflowX === "visible") {
-      clip = clip.parentElement;
-    }
-    const scroller = clip && clip !== main ? clip : null;
+    const scroller = clipOf(table);
     const keep = scroller ? scroller.scrollLeft : 0;
     if (scroller) scroller.scrollLeft = 0;
     const r = table.getBoundingClientRect();
